@@ -1,0 +1,54 @@
+"""Command line: ``python -m runtime [options]`` and ``spark-submit runtime/job.py [options]``.
+
+Exit status 0 on a clean finish; otherwise non-zero with a one-line reason on stderr:
+1 the job failed while running, 2 bad input (options, spec, pipeline, sink), 3 cannot restore.
+The last line on stdout of a clean run is ``result: {json}`` for tools that drive the job.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+
+from runtime.errors import EXIT_BAD_INPUT, EXIT_CANNOT_RESTORE, EXIT_JOB_FAILED, EXIT_OK, JobFailed, PipelineError
+from runtime.fingerprint import IncompatibleRestore
+from runtime.layout import CheckpointFormatError, NoValidCheckpoint
+from runtime.options import OptionsError, parse_options, redacted
+from runtime.sinks import SinkError
+from runtime.state_files import UnsupportedStateStore
+
+log = logging.getLogger("runtime")
+
+
+def configure_logging() -> None:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+
+
+def main(argv: list[str] | None = None, spark=None) -> int:
+    """Run a job from command-line arguments; returns the exit status."""
+    configure_logging()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        options = parse_options(argv)
+    except OptionsError as exc:
+        return _fail(EXIT_BAD_INPUT, str(exc))
+    log.info("options: %s", json.dumps(redacted(options), sort_keys=True))
+    from runtime.streaming_job import StreamingJob  # imports pyspark: only once options are valid
+
+    try:
+        result = StreamingJob(options, spark).run()
+    except (NoValidCheckpoint, IncompatibleRestore) as exc:
+        return _fail(EXIT_CANNOT_RESTORE, str(exc))
+    except (CheckpointFormatError, PipelineError, SinkError, UnsupportedStateStore) as exc:
+        return _fail(EXIT_BAD_INPUT, str(exc))
+    except JobFailed as exc:
+        return _fail(EXIT_JOB_FAILED, f"job {options.job_name!r} failed: {exc}")
+    print("result: " + json.dumps(result, sort_keys=True), flush=True)
+    return EXIT_OK
+
+
+def _fail(code: int, message: str) -> int:
+    print(f"error: {message}", file=sys.stderr, flush=True)
+    return code

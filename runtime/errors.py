@@ -1,0 +1,16 @@
+"""Failures the command line turns into exit codes with a one-line reason."""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_JOB_FAILED = 1
+EXIT_BAD_INPUT = 2
+EXIT_CANNOT_RESTORE = 3
+
+
+class JobFailed(RuntimeError):
+    """The job ran but could not finish cleanly (query error, checkpoints failing past tolerance)."""
+
+
+class PipelineError(ValueError):
+    """``--pipeline`` cannot be loaded or does not return a streaming DataFrame."""

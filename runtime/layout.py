@@ -1,0 +1,511 @@
+"""The on-disk checkpoint format: the contract between the runtime and the Airflow provider.
+
+This module is the only code that knows paths under the checkpoint root and the shape of ``_metadata``.
+It needs only the standard library and fsspec, so the provider imports it without pyspark.
+
+Layout of one job (``<root>/<job>/``)::
+
+    chk-<N>/_metadata     completed checkpoint N, written last and atomically
+    chk-<N>/...           files owned by checkpoint N alone (offset/commit log entries, query metadata)
+    shared/...            immutable state files referenced by one or more checkpoints
+    savepoints/...        self-contained savepoints, never deleted by checkpoint retention
+    _control/...          requests from Airflow and the runtime's responses
+
+Every path inside ``_metadata`` is relative (to the job folder for a checkpoint), so a folder can be
+validated without trusting it: a listed path that is absolute or climbs out with ``..`` makes the
+checkpoint invalid.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import posixpath
+import re
+import time
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import fsspec
+from fsspec.core import url_to_fs
+
+log = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1
+METADATA_FILE = "_metadata"
+CHECKPOINT_PREFIX = "chk-"
+SHARED_DIR = "shared"
+SAVEPOINTS_DIR = "savepoints"
+CONTROL_DIR = "_control"
+KINDS = ("checkpoint", "savepoint")
+# A _metadata file is small (a list of files); anything bigger is not one of ours.
+MAX_METADATA_BYTES = 64 * 1024 * 1024
+
+_JOB_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
+_CHECKPOINT_DIR = re.compile(r"^chk-(\d+)$")
+
+
+class CheckpointFormatError(ValueError):
+    """Input that does not fit the checkpoint format: a bad job name, path or ``_metadata``."""
+
+
+class DamagedCheckpoint(CheckpointFormatError):
+    """A checkpoint folder exists but cannot be restored from; ``reason`` says why."""
+
+    def __init__(self, location: str, reason: str):
+        super().__init__(f"{location}: {reason}")
+        self.location = location
+        self.reason = reason
+
+
+class NoValidCheckpoint(CheckpointFormatError):
+    """Checkpoints exist for a job but none of them is valid."""
+
+
+def validate_job_name(name: str) -> str:
+    """Return ``name`` if it is a usable job folder name: letters, digits, ``.``, ``_`` and ``-`` only."""
+    if not isinstance(name, str) or not name:
+        raise CheckpointFormatError("job name is empty; pass --job-name with letters, digits, '.', '_' or '-'")
+    if not _JOB_NAME.match(name) or name in (".", "..") or set(name) == {"."}:
+        raise CheckpointFormatError(
+            f"job name {name!r} is not allowed: use only letters, digits, '.', '_' and '-' "
+            "(no '/', no '..'); it becomes a folder name under the checkpoint root"
+        )
+    return name
+
+
+def checkpoint_dir_name(checkpoint_id: int) -> str:
+    """Folder name of checkpoint ``checkpoint_id`` (``chk-<N>``)."""
+    return f"{CHECKPOINT_PREFIX}{int(checkpoint_id)}"
+
+
+def parse_checkpoint_dir_name(name: str) -> int | None:
+    """The id in a ``chk-<N>`` folder name, or None if ``name`` is not one."""
+    match = _CHECKPOINT_DIR.match(name)
+    return int(match.group(1)) if match else None
+
+
+def safe_relative_path(path: str, *, context: str) -> str:
+    """Return ``path`` normalized if it is relative and stays inside its base folder, else raise."""
+    if not isinstance(path, str) or not path:
+        raise CheckpointFormatError(f"{context}: empty file path")
+    if path.startswith("/") or "\\" in path or "://" in path:
+        raise CheckpointFormatError(f"{context}: file path {path!r} must be relative")
+    normalized = posixpath.normpath(path)
+    if normalized == ".." or normalized.startswith("../") or normalized == ".":
+        raise CheckpointFormatError(f"{context}: file path {path!r} leaves its folder")
+    return normalized
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One file a snapshot needs.
+
+    ``path`` is where it is stored, relative to the job folder (checkpoints) or the savepoint folder.
+    ``target`` is where it goes in Spark's working checkpoint folder on restore.
+    """
+
+    path: str
+    target: str
+    size: int
+    shared: bool
+
+
+@dataclass
+class CheckpointMetadata:
+    """The content of one ``_metadata`` file (checkpoint or savepoint)."""
+
+    id: int
+    kind: str
+    job_name: str
+    run_id: str
+    batch_id: int
+    trigger_timestamp_ms: int
+    completion_timestamp_ms: int
+    checkpointing_mode: str
+    files: list[FileEntry]
+    state_bytes: int
+    bytes_written: int
+    durations_ms: dict[str, int] = field(default_factory=dict)
+    source_offsets: list[Any] = field(default_factory=list)
+    restored_from: dict[str, Any] | None = None
+    fingerprint: dict[str, Any] = field(default_factory=dict)
+    spark_version: str | None = None
+    format_version: int = FORMAT_VERSION
+
+    @property
+    def total_bytes(self) -> int:
+        """Bytes of every file the snapshot needs."""
+        return sum(f.size for f in self.files)
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["total_bytes"] = self.total_bytes
+        return json.dumps(data, indent=1, sort_keys=True)
+
+    def summary(self) -> dict[str, Any]:
+        """A small JSON-able description (for logs, XCom and listings)."""
+        return {
+            "checkpoint_id": self.id,
+            "kind": self.kind,
+            "job_name": self.job_name,
+            "run_id": self.run_id,
+            "batch_id": self.batch_id,
+            "completion_timestamp_ms": self.completion_timestamp_ms,
+            "duration_ms": self.durations_ms.get("total"),
+            "state_bytes": self.state_bytes,
+            "bytes_written": self.bytes_written,
+            "total_bytes": self.total_bytes,
+            "file_count": len(self.files),
+            "restored_from": self.restored_from,
+        }
+
+    @classmethod
+    def from_json(cls, text: str | bytes, *, location: str) -> CheckpointMetadata:
+        """Parse and check ``_metadata`` text; raise ``DamagedCheckpoint`` saying what is wrong."""
+        try:
+            data = json.loads(text)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise DamagedCheckpoint(location, f"_metadata is not valid JSON (truncated?): {exc}") from None
+        if not isinstance(data, dict):
+            raise DamagedCheckpoint(location, "_metadata is not a JSON object")
+        version = data.get("format_version")
+        if version != FORMAT_VERSION:
+            raise DamagedCheckpoint(
+                location,
+                f"_metadata has format version {version!r}; this runtime reads version {FORMAT_VERSION}",
+            )
+        try:
+            files = [
+                FileEntry(
+                    path=safe_relative_path(f["path"], context=location),
+                    target=safe_relative_path(f["target"], context=location),
+                    size=_non_negative_int(f["size"]),
+                    shared=bool(f["shared"]),
+                )
+                for f in data["files"]
+            ]
+            meta = cls(
+                id=_non_negative_int(data["id"]),
+                kind=str(data["kind"]),
+                job_name=validate_job_name(data["job_name"]),
+                run_id=str(data["run_id"]),
+                batch_id=int(data["batch_id"]),
+                trigger_timestamp_ms=int(data["trigger_timestamp_ms"]),
+                completion_timestamp_ms=int(data["completion_timestamp_ms"]),
+                checkpointing_mode=str(data["checkpointing_mode"]),
+                files=files,
+                state_bytes=_non_negative_int(data["state_bytes"]),
+                bytes_written=_non_negative_int(data["bytes_written"]),
+                durations_ms=dict(data.get("durations_ms") or {}),
+                source_offsets=list(data.get("source_offsets") or []),
+                restored_from=data.get("restored_from"),
+                fingerprint=dict(data.get("fingerprint") or {}),
+                spark_version=data.get("spark_version"),
+            )
+        except CheckpointFormatError as exc:
+            raise DamagedCheckpoint(location, str(exc)) from None
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DamagedCheckpoint(location, f"_metadata is missing or has a bad field: {exc!r}") from None
+        if meta.kind not in KINDS:
+            raise DamagedCheckpoint(location, f"_metadata has unknown kind {meta.kind!r}")
+        return meta
+
+
+def _non_negative_int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"expected a non-negative integer, got {value!r}")
+    return value
+
+
+def now_ms() -> int:
+    """Wall-clock time in milliseconds, the unit of every timestamp in ``_metadata``."""
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True)
+class ValidCheckpoint:
+    """A checkpoint that passed validation, with where it lives."""
+
+    metadata: CheckpointMetadata
+    path: str  # the folder, in the storage's filesystem
+
+
+class CheckpointStorage:
+    """All access to one job's folder under a checkpoint root.
+
+    ``root`` is a plain path, ``file://`` URL or any fsspec URL; ``storage_options`` go to fsspec
+    (credentials live there and are never written to ``_metadata`` or logs).
+    """
+
+    def __init__(self, root: str, job_name: str, storage_options: dict[str, Any] | None = None):
+        self.job_name = validate_job_name(job_name)
+        self.root_url = str(root)
+        if not self.root_url.strip():
+            raise CheckpointFormatError("checkpoint root is empty; pass --checkpoint-root PATH or URL")
+        try:
+            self.fs, root_path = url_to_fs(self.root_url, **(storage_options or {}))
+        except (ValueError, ImportError) as exc:
+            raise CheckpointFormatError(f"checkpoint root {self.root_url!r} cannot be opened: {exc}") from None
+        self.root_path = root_path.rstrip("/") or "/"
+        self.job_path = posixpath.join(self.root_path, self.job_name)
+
+    # --- paths -----------------------------------------------------------------------------------
+    def __repr__(self) -> str:
+        return f"CheckpointStorage({self.root_url!r}, job={self.job_name!r})"
+
+    @property
+    def location(self) -> str:
+        """Human-readable location of the job folder, for messages."""
+        return f"checkpoint root {self.root_url}: job {self.job_name!r}"
+
+    def job_file(self, relative: str) -> str:
+        """Full path of a job-relative path, refusing one that would leave the job folder."""
+        return posixpath.join(self.job_path, safe_relative_path(relative, context=self.location))
+
+    def checkpoint_path(self, checkpoint_id: int) -> str:
+        return posixpath.join(self.job_path, checkpoint_dir_name(checkpoint_id))
+
+    def checkpoint_relative_file(self, checkpoint_id: int, target: str) -> str:
+        """Job-relative path where checkpoint ``checkpoint_id`` keeps a file it owns."""
+        return posixpath.join(checkpoint_dir_name(checkpoint_id), safe_relative_path(target, context="target"))
+
+    def shared_relative_file(self, run_id: str, target: str, *, variant: str | None = None) -> str:
+        """Job-relative path of a shared state file uploaded by run ``run_id``."""
+        name = safe_relative_path(target, context="target")
+        if variant:
+            name = f"{name}.{variant}"
+        return posixpath.join(SHARED_DIR, run_id, name)
+
+    @property
+    def shared_path(self) -> str:
+        return posixpath.join(self.job_path, SHARED_DIR)
+
+    @property
+    def savepoints_path(self) -> str:
+        return posixpath.join(self.job_path, SAVEPOINTS_DIR)
+
+    @property
+    def control_path(self) -> str:
+        return posixpath.join(self.job_path, CONTROL_DIR)
+
+    def url_of(self, path: str) -> str:
+        """A URL for a path of this storage's filesystem (what a person or another tool can open)."""
+        return self.fs.unstrip_protocol(path)
+
+    # --- listing ---------------------------------------------------------------------------------
+    def checkpoint_ids(self) -> list[int]:
+        """Ids of every ``chk-<N>`` folder, complete or not, ascending."""
+        try:
+            entries = self.fs.ls(self.job_path, detail=False)
+        except FileNotFoundError:
+            return []
+        ids = [parse_checkpoint_dir_name(posixpath.basename(e.rstrip("/"))) for e in entries]
+        return sorted(i for i in ids if i is not None)
+
+    def next_checkpoint_id(self) -> int:
+        """The id for the next checkpoint: past every existing ``chk-<N>``, so ids increase across runs."""
+        ids = self.checkpoint_ids()
+        return (ids[-1] + 1) if ids else 1
+
+    def has_metadata(self, checkpoint_id: int) -> bool:
+        return self.fs.exists(posixpath.join(self.checkpoint_path(checkpoint_id), METADATA_FILE))
+
+    def shared_files(self) -> dict[str, int]:
+        """Every file under ``shared/``: job-relative path to size."""
+        try:
+            found = self.fs.find(self.shared_path, detail=True)
+        except FileNotFoundError:
+            return {}
+        return {
+            posixpath.relpath(path, self.job_path): int(info.get("size") or 0)
+            for path, info in found.items()
+            if info.get("type") != "directory"
+        }
+
+    # --- _metadata -------------------------------------------------------------------------------
+    def read_metadata_at(self, folder: str, fs: fsspec.AbstractFileSystem | None = None) -> CheckpointMetadata:
+        """Read and parse ``<folder>/_metadata``; raise ``DamagedCheckpoint`` if missing or malformed."""
+        fs = fs or self.fs
+        path = posixpath.join(folder, METADATA_FILE)
+        location = fs.unstrip_protocol(folder)
+        try:
+            size = fs.size(path)
+            if size is not None and size > MAX_METADATA_BYTES:
+                raise DamagedCheckpoint(location, f"_metadata is {size} bytes, larger than any we write")
+            raw = fs.cat_file(path)
+        except FileNotFoundError:
+            raise DamagedCheckpoint(location, "no _metadata (an incomplete checkpoint)") from None
+        return CheckpointMetadata.from_json(raw, location=location)
+
+    def read_checkpoint(self, checkpoint_id: int) -> CheckpointMetadata:
+        meta = self.read_metadata_at(self.checkpoint_path(checkpoint_id))
+        self._check_belongs(meta, checkpoint_id)
+        return meta
+
+    def _check_belongs(self, meta: CheckpointMetadata, checkpoint_id: int) -> None:
+        location = self.url_of(self.checkpoint_path(checkpoint_id))
+        if meta.job_name != self.job_name:
+            raise DamagedCheckpoint(location, f"_metadata belongs to job {meta.job_name!r}, not {self.job_name!r}")
+        if meta.id != checkpoint_id or meta.kind != "checkpoint":
+            raise DamagedCheckpoint(
+                location, f"_metadata says {meta.kind} {meta.id}, folder says checkpoint {checkpoint_id}"
+            )
+
+    def write_checkpoint_metadata(self, meta: CheckpointMetadata) -> str:
+        """Write ``chk-<N>/_metadata`` atomically (temporary file, then rename). Returns its path."""
+        folder = self.checkpoint_path(meta.id)
+        return write_metadata_atomically(self.fs, folder, meta)
+
+    def discard_checkpoint(self, checkpoint_id: int) -> None:
+        """Delete a checkpoint folder: ``_metadata`` first, so a crash leaves garbage, never a lie."""
+        folder = self.checkpoint_path(checkpoint_id)
+        metadata = posixpath.join(folder, METADATA_FILE)
+        if self.fs.exists(metadata):
+            self.fs.rm_file(metadata)
+        if self.fs.exists(folder):
+            self.fs.rm(folder, recursive=True)
+
+    def delete_job_file(self, relative: str) -> None:
+        """Delete one job-relative file (a shared file nothing references any more)."""
+        path = self.job_file(relative)
+        try:
+            self.fs.rm_file(path)
+        except FileNotFoundError:
+            pass
+
+    # --- validation and "latest" ------------------------------------------------------------------
+    def validate_checkpoint(
+        self, checkpoint_id: int, shared_listing: dict[str, int] | None = None
+    ) -> CheckpointMetadata:
+        """Return the metadata if every file it lists exists with the recorded size, else raise."""
+        meta = self.read_checkpoint(checkpoint_id)
+        folder = self.checkpoint_path(checkpoint_id)
+        shared = shared_listing if shared_listing is not None else self.shared_files()
+        try:
+            owned = {
+                posixpath.relpath(path, self.job_path): int(info.get("size") or 0)
+                for path, info in self.fs.find(folder, detail=True).items()
+                if info.get("type") != "directory"
+            }
+        except FileNotFoundError:
+            owned = {}
+        problems = _missing_files(meta.files, {**owned, **shared})
+        if problems:
+            raise DamagedCheckpoint(self.url_of(folder), problems)
+        return meta
+
+    def iter_valid_checkpoints(self) -> Iterator[tuple[int, CheckpointMetadata | DamagedCheckpoint]]:
+        """Newest first: each checkpoint id with its metadata, or the reason it is not valid."""
+        shared = self.shared_files()
+        for checkpoint_id in reversed(self.checkpoint_ids()):
+            try:
+                yield checkpoint_id, self.validate_checkpoint(checkpoint_id, shared)
+            except DamagedCheckpoint as exc:
+                yield checkpoint_id, exc
+
+    def latest_valid_checkpoint(self, *, newer_than: int | None = None) -> ValidCheckpoint | None:
+        """The newest checkpoint whose ``_metadata`` parses and whose files all exist.
+
+        Damaged ones are skipped with a warning naming why. Returns None when there are no checkpoints
+        (newer than ``newer_than``, if given). Raises ``NoValidCheckpoint`` when checkpoints exist but none
+        is valid, because starting from empty state then would silently lose data.
+        """
+        skipped: list[str] = []
+        for checkpoint_id, result in self.iter_valid_checkpoints():
+            if newer_than is not None and checkpoint_id <= newer_than:
+                break
+            if isinstance(result, DamagedCheckpoint):
+                if result.reason.startswith("no _metadata"):
+                    continue  # in progress or abandoned mid-upload: never a completed checkpoint
+                log.warning("skipping damaged checkpoint %s: %s", checkpoint_dir_name(checkpoint_id), result.reason)
+                skipped.append(f"{checkpoint_dir_name(checkpoint_id)}: {result.reason}")
+                continue
+            return ValidCheckpoint(result, self.checkpoint_path(checkpoint_id))
+        if skipped:
+            raise NoValidCheckpoint(
+                f"{self.location} has no valid checkpoint ({'; '.join(skipped)}); "
+                "pass --restore-from PATH to pick one, or --restore-from none to start fresh"
+            )
+        return None
+
+    def completed_checkpoints(self) -> list[CheckpointMetadata]:
+        """Every checkpoint whose ``_metadata`` parses (files not checked), oldest first."""
+        found = []
+        for checkpoint_id in self.checkpoint_ids():
+            try:
+                found.append(self.read_checkpoint(checkpoint_id))
+            except DamagedCheckpoint:
+                continue
+        return found
+
+    # --- restore sources --------------------------------------------------------------------------
+    def resolve_snapshot(self, location: str) -> ValidCheckpoint:
+        """Resolve a user-given restore path (a ``chk-<N>`` folder or its ``_metadata``) and validate it.
+
+        A checkpoint must be one of this job's, inside the checkpoint root: its shared files live beside
+        it. Anything else is refused with a message saying what was given and what would work.
+        """
+        fs, path = url_to_fs(location)
+        path = posixpath.normpath(path)
+        if posixpath.basename(path) == METADATA_FILE:
+            path = posixpath.dirname(path)
+        if type(fs) is not type(self.fs) or not _is_inside(path, self.job_path):
+            raise CheckpointFormatError(
+                f"--restore-from {location!r} is outside {self.location} ({self.url_of(self.job_path)}); "
+                "pass one of this job's chk-<N> folders, 'latest' or 'none'"
+            )
+        relative = posixpath.relpath(path, self.job_path)
+        checkpoint_id = parse_checkpoint_dir_name(relative)
+        if checkpoint_id is None:
+            raise CheckpointFormatError(
+                f"--restore-from {location!r} is not a checkpoint folder of job {self.job_name!r}: "
+                f"expected {self.url_of(self.job_path)}/chk-<N>"
+            )
+        try:
+            meta = self.validate_checkpoint(checkpoint_id)
+        except DamagedCheckpoint as exc:
+            raise CheckpointFormatError(f"--restore-from {location!r} cannot be used: {exc.reason}") from None
+        return ValidCheckpoint(meta, path)
+
+
+def write_metadata_atomically(fs: fsspec.AbstractFileSystem, folder: str, meta: CheckpointMetadata) -> str:
+    """Write ``<folder>/_metadata`` so readers see all of it or nothing."""
+    final = posixpath.join(folder, METADATA_FILE)
+    temporary = posixpath.join(folder, f".{METADATA_FILE}.{uuid.uuid4().hex}.tmp")
+    fs.makedirs(folder, exist_ok=True)
+    fs.pipe_file(temporary, meta.to_json().encode("utf-8"))
+    try:
+        fs.mv(temporary, final)
+    except BaseException:
+        try:
+            fs.rm_file(temporary)
+        finally:
+            raise
+    return final
+
+
+def referenced_files(metadatas: Iterable[CheckpointMetadata]) -> set[str]:
+    """Job-relative paths of every shared file the given checkpoints reference."""
+    return {f.path for meta in metadatas for f in meta.files if f.shared}
+
+
+def _missing_files(files: list[FileEntry], listing: dict[str, int]) -> str:
+    problems = []
+    for entry in files:
+        size = listing.get(entry.path)
+        if size is None:
+            problems.append(f"missing {entry.path}")
+        elif size != entry.size:
+            problems.append(f"{entry.path} has {size} bytes, expected {entry.size}")
+    if not problems:
+        return ""
+    shown = ", ".join(problems[:3])
+    return shown + (f" and {len(problems) - 3} more" if len(problems) > 3 else "")
+
+
+def _is_inside(path: str, folder: str) -> bool:
+    path, folder = posixpath.normpath(path), posixpath.normpath(folder)
+    return path == folder or path.startswith(folder.rstrip("/") + "/")

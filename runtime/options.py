@@ -1,0 +1,221 @@
+"""The job's options: command line, spec file (JSON or YAML), validation.
+
+Command-line options override the spec file. Option names follow Flink's checkpoint options where the
+concept is Flink's. Everything here is checked before anything is read from or written to storage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from runtime.durations import parse_duration
+from runtime.layout import CheckpointFormatError, validate_job_name
+
+TRIGGERS = ("available-now", "continuous")
+OUTPUT_MODES = ("append", "update", "complete")
+CHECKPOINTING_MODES = ("exactly-once", "at-least-once")
+EXTERNALIZED_RETENTION = ("retain-on-cancellation", "delete-on-cancellation", "no-externalized")
+MAX_SPEC_BYTES = 1024 * 1024
+MAX_SPEC_DEPTH = 8
+
+
+class OptionsError(ValueError):
+    """An option or spec value that cannot be used; the message says which and what would work."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one clear line, not a usage dump
+        raise OptionsError(f"{message} (see --help)")
+
+
+@dataclass
+class JobOptions:
+    """Everything a run needs, validated. Durations are in seconds."""
+
+    job_name: str
+    checkpoint_root: str
+    pipeline: str
+    sink: str = "console"
+    output_mode: str = "append"
+    trigger: str = "available-now"
+    batch_interval: float = 0.0
+    max_duration: float | None = None
+    checkpoint_interval: float = 10.0
+    checkpointing_mode: str = "exactly-once"
+    checkpoint_timeout: float = 600.0
+    min_pause: float = 0.0
+    tolerable_failed_checkpoints: int = 0
+    num_retained: int = 3
+    externalized_retention: str = "retain-on-cancellation"
+    restore_from: str = "latest"
+    working_dir: str | None = None
+    conf: dict[str, str] = field(default_factory=dict)
+    storage_options: dict[str, Any] = field(default_factory=dict)
+
+
+_DURATIONS = {"batch_interval", "max_duration", "checkpoint_interval", "checkpoint_timeout", "min_pause"}
+_CHOICES = {
+    "trigger": TRIGGERS,
+    "output_mode": OUTPUT_MODES,
+    "checkpointing_mode": CHECKPOINTING_MODES,
+    "externalized_retention": EXTERNALIZED_RETENTION,
+}
+_KEYS = {f.name for f in fields(JobOptions)}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="python -m runtime",
+        description="Run a Spark Structured Streaming pipeline with Flink-style numbered checkpoints.",
+        allow_abbrev=False,
+    )
+    add = parser.add_argument
+    add("--spec", help="JSON or YAML file with the same keys as these options (the options override it)")
+    add("--job-name", help="stable job folder name under the root: letters, digits, '.', '_', '-'")
+    add("--checkpoint-root", help="where checkpoints live: a path, file:// URL or any fsspec URL")
+    add("--pipeline", help="module:function; function(spark) returns an unstarted streaming DataFrame")
+    add("--sink", help="parquet:PATH (two-phase), console, or module:Class with write/commit/abort")
+    add("--output-mode", help="append (default), update or complete")
+    add("--trigger", help="available-now (default): drain, checkpoint, exit; or continuous")
+    add("--batch-interval", help="continuous: time between batch starts (default 0: as fast as possible)")
+    add("--max-duration", help="continuous: stop gracefully after this long")
+    add("--checkpoint-interval", help="time between checkpoints (default 10s)")
+    add("--checkpointing-mode", help="exactly-once (default) or at-least-once")
+    add("--checkpoint-timeout", help="a checkpoint not complete after this long is aborted (default 10min)")
+    add("--min-pause", help="minimum time between the end of one checkpoint and the start of the next (0)")
+    add("--tolerable-failed-checkpoints", help="consecutive failed checkpoints tolerated before failing (0)")
+    add("--num-retained", help="completed checkpoints to keep (default 3)")
+    add("--externalized-retention", help="retain-on-cancellation (default), delete-on-cancellation, no-externalized")
+    add("--restore-from", help="latest (default), none, or the path of a chk-<N> folder")
+    add("--working-dir", help="where Spark's working checkpoint folder lives (default: local temp dir)")
+    add("--conf", action="append", metavar="KEY=VALUE", help="Spark conf for the session (repeatable)")
+    return parser
+
+
+def parse_options(argv: list[str]) -> JobOptions:
+    """Parse and validate command-line arguments (plus ``--spec``) into ``JobOptions``."""
+    args = build_parser().parse_args(argv)
+    values: dict[str, Any] = {}
+    if args.spec:
+        values.update(load_spec(args.spec))
+    cli = {k: v for k, v in vars(args).items() if k != "spec" and v is not None}
+    if "conf" in cli:
+        conf = dict(values.get("conf") or {})
+        for item in cli.pop("conf"):
+            key, sep, value = item.partition("=")
+            if not sep or not key.strip():
+                raise OptionsError(f"--conf {item!r} is not KEY=VALUE")
+            conf[key.strip()] = value
+        values["conf"] = conf
+    values.update(cli)
+    return options_from_mapping(values)
+
+
+def load_spec(path: str) -> dict[str, Any]:
+    """Read a JSON or YAML spec file, refusing huge or deeply nested ones."""
+    try:
+        size = os.path.getsize(path)
+    except OSError as exc:
+        raise OptionsError(f"--spec {path!r} cannot be read: {exc.strerror}") from None
+    if size > MAX_SPEC_BYTES:
+        raise OptionsError(f"--spec {path!r} is {size} bytes; a spec is at most {MAX_SPEC_BYTES} bytes")
+    with open(path, encoding="utf-8") as handle:
+        text = handle.read()
+    try:
+        if path.endswith((".yaml", ".yml")):
+            import yaml
+
+            data = yaml.safe_load(text)
+        else:
+            data = json.loads(text)
+    except Exception as exc:  # noqa: BLE001 - any parser error is the same problem for the user
+        raise OptionsError(
+            f"--spec {path!r} is not valid {'YAML' if path.endswith(('.yaml', '.yml')) else 'JSON'}: {exc}"
+        ) from None
+    if not isinstance(data, dict):
+        raise OptionsError(f"--spec {path!r} must hold a mapping of option names to values")
+    if _depth(data) > MAX_SPEC_DEPTH:
+        raise OptionsError(f"--spec {path!r} is nested deeper than {MAX_SPEC_DEPTH} levels")
+    return {str(k).replace("-", "_"): v for k, v in data.items()}
+
+
+def options_from_mapping(values: dict[str, Any]) -> JobOptions:
+    """Validate a mapping of option names (snake_case or dashed) into ``JobOptions``."""
+    values = {str(k).replace("-", "_"): v for k, v in values.items()}
+    unknown = sorted(set(values) - _KEYS)
+    if unknown:
+        raise OptionsError(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(sorted(_KEYS))}")
+    for required in ("job_name", "checkpoint_root", "pipeline"):
+        if not values.get(required):
+            raise OptionsError(f"--{required.replace('_', '-')} is required")
+    try:
+        validate_job_name(str(values["job_name"]))
+    except CheckpointFormatError as exc:
+        raise OptionsError(str(exc)) from None
+    for key, choices in _CHOICES.items():
+        if key in values and values[key] not in choices:
+            raise OptionsError(f"--{key.replace('_', '-')} {values[key]!r} is not one of {', '.join(choices)}")
+    for key in _DURATIONS & set(values):
+        try:
+            values[key] = parse_duration(values[key], name=f"--{key.replace('_', '-')}")
+        except ValueError as exc:
+            raise OptionsError(str(exc)) from None
+    for key, minimum in (("tolerable_failed_checkpoints", 0), ("num_retained", 1)):
+        if key in values:
+            values[key] = _integer(values[key], key, minimum)
+    for key in ("conf", "storage_options"):
+        if key in values and not isinstance(values[key], dict):
+            raise OptionsError(f"{key} must be a mapping")
+    if "conf" in values:
+        values["conf"] = {str(k): str(v) for k, v in values["conf"].items()}
+    options = JobOptions(**values)
+    _check_references(options)
+    if options.checkpoint_timeout <= 0:
+        raise OptionsError("--checkpoint-timeout must be greater than 0")
+    if options.checkpoint_interval <= 0:
+        raise OptionsError("--checkpoint-interval must be greater than 0 (e.g. 10s)")
+    return options
+
+
+def _check_references(options: JobOptions) -> None:
+    if ":" not in options.pipeline or options.pipeline.startswith(":") or options.pipeline.endswith(":"):
+        raise OptionsError(f"--pipeline {options.pipeline!r} must be module:function")
+    sink = options.sink
+    if sink.startswith("parquet:"):
+        if not sink[len("parquet:") :].strip():
+            raise OptionsError("--sink parquet:PATH needs a path")
+    elif sink != "console" and (":" not in sink or sink.endswith(":")):
+        raise OptionsError(f"--sink {sink!r} must be parquet:PATH, console or module:Class")
+    if options.restore_from.strip() == "":
+        raise OptionsError("--restore-from is empty; use latest, none or a chk-<N> path")
+
+
+def _integer(value: Any, key: str, minimum: int) -> int:
+    try:
+        number = int(str(value), 10)
+    except ValueError:
+        raise OptionsError(f"--{key.replace('_', '-')} {value!r} is not a whole number") from None
+    if number < minimum:
+        raise OptionsError(f"--{key.replace('_', '-')} {value!r} must be at least {minimum}")
+    return number
+
+
+def _depth(value: Any, level: int = 1) -> int:
+    if level > MAX_SPEC_DEPTH + 1:
+        return level
+    if isinstance(value, dict):
+        return max((_depth(v, level + 1) for v in value.values()), default=level)
+    if isinstance(value, list):
+        return max((_depth(v, level + 1) for v in value), default=level)
+    return level
+
+
+def redacted(options: JobOptions) -> dict[str, Any]:
+    """Options as a dict fit for logs: storage options (credentials) are left out."""
+    data = {f.name: getattr(options, f.name) for f in fields(options)}
+    data["storage_options"] = sorted(options.storage_options)
+    return data

@@ -1,0 +1,67 @@
+"""Restore: choose the snapshot to start from and check the new pipeline can continue from it.
+
+``--restore-from latest`` takes the newest valid checkpoint (damaged ones are skipped with a warning);
+with no checkpoint at all the job starts fresh and says so. When checkpoints exist but none is valid the
+job refuses to start: silently starting from empty state would lose it. ``none`` always starts fresh.
+A path must be one of this job's ``chk-<N>`` folders. Nothing here writes to storage.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from runtime.fingerprint import IncompatibleRestore, differences, pinned_conf_values
+from runtime.layout import CheckpointMetadata, CheckpointStorage
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RestorePoint:
+    """The snapshot a run starts from."""
+
+    metadata: CheckpointMetadata
+    url: str
+
+    def describe(self) -> dict[str, Any]:
+        """What ``restored_from`` records in the next checkpoints' ``_metadata``."""
+        return {
+            "id": self.metadata.id,
+            "kind": self.metadata.kind,
+            "batch_id": self.metadata.batch_id,
+            "path": self.url,
+        }
+
+
+def resolve_restore_point(storage: CheckpointStorage, restore_from: str) -> RestorePoint | None:
+    """Resolve ``--restore-from`` to a validated snapshot, or None to start fresh."""
+    choice = restore_from.strip()
+    if choice == "none":
+        existing = storage.checkpoint_ids()
+        if existing:
+            log.warning(
+                "--restore-from none: starting fresh although %s has checkpoints up to chk-%d; "
+                "their state is not carried over",
+                storage.location,
+                existing[-1],
+            )
+        return None
+    if choice == "latest":
+        found = storage.latest_valid_checkpoint()
+        if found is None:
+            log.info("no checkpoint under %s; starting fresh", storage.location)
+            return None
+        return RestorePoint(found.metadata, storage.url_of(found.path))
+    found = storage.resolve_snapshot(choice)
+    return RestorePoint(found.metadata, storage.url_of(found.path))
+
+
+def check_compatible(point: RestorePoint, fingerprint: dict[str, Any], spark: Any) -> None:
+    """Raise ``IncompatibleRestore`` listing every difference between the snapshot and the new pipeline."""
+    saved = point.metadata.fingerprint
+    current_confs = pinned_conf_values(spark, sorted((saved.get("pinned_confs") or {}).keys()))
+    found = differences(saved, fingerprint, current_confs)
+    if found:
+        raise IncompatibleRestore(point.url, found)

@@ -1,0 +1,152 @@
+"""Taking a snapshot of Spark's working folder: capture (fast, consistent) then upload (incremental).
+
+``capture`` runs when a checkpoint is triggered: it selects the files Spark needs after batch N and
+freezes them. ``upload`` runs off the coordinator's thread: it copies what is not stored yet and returns
+the file entries for ``_metadata``. An unchanged state file is never uploaded twice: ``StoredFiles``
+remembers what the latest completed checkpoint references, keyed by working-folder path.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import posixpath
+import shutil
+import threading
+from dataclasses import dataclass
+
+from fsspec.implementations.local import LocalFileSystem
+
+from runtime.layout import CheckpointMetadata, CheckpointStorage, FileEntry
+from runtime.state_files import SelectedFile, read_batch_offsets, select_files
+from runtime.working_copy import WorkingCopy
+
+log = logging.getLogger(__name__)
+
+
+class CheckpointAborted(RuntimeError):
+    """The checkpoint was aborted (timeout or shutdown) while its files were uploading."""
+
+
+class StoredFiles:
+    """Shared files already in storage that the next checkpoint may reference instead of uploading.
+
+    Only files of the latest completed checkpoint are offered: retention always keeps that one, so
+    nothing offered here can be deleted before the next checkpoint completes.
+    """
+
+    def __init__(self, entries: list[FileEntry] | None = None):
+        self._by_target: dict[str, FileEntry] = {}
+        self.replace(entries or [])
+
+    def replace(self, entries: list[FileEntry]) -> None:
+        self._by_target = {e.target: e for e in entries if e.shared}
+
+    def get(self, target: str, size: int) -> FileEntry | None:
+        entry = self._by_target.get(target)
+        return entry if entry is not None and entry.size == size else None
+
+    def targets(self) -> frozenset[str]:
+        return frozenset(self._by_target)
+
+
+@dataclass
+class Capture:
+    """Files frozen for checkpoint ``checkpoint_id`` after ``batch_id``."""
+
+    checkpoint_id: int
+    batch_id: int
+    files: list[SelectedFile]
+    sources: dict[str, str]  # target -> path in the working filesystem
+    pinned_confs: dict[str, str]
+    source_offsets: list
+
+
+def capture(working: WorkingCopy, checkpoint_id: int, batch_id: int, stored: StoredFiles) -> Capture:
+    """Select and freeze what Spark needs to resume after ``batch_id``."""
+    files = select_files(working.listing(), batch_id, stored.targets())
+    sources = working.freeze(f"chk-{checkpoint_id}", [f.target for f in files])
+    batch_meta, offsets = read_batch_offsets(working.read_text(f"offsets/{batch_id}"))
+    pinned = {str(k): str(v) for k, v in (batch_meta.get("conf") or {}).items()}
+    return Capture(checkpoint_id, batch_id, files, sources, pinned, offsets)
+
+
+@dataclass
+class Upload:
+    """Result of uploading a capture."""
+
+    entries: list[FileEntry]
+    bytes_written: int
+    new_shared: list[str]  # job-relative paths uploaded by this checkpoint (deleted if it aborts)
+
+
+def upload(
+    snap: Capture,
+    working: WorkingCopy,
+    storage: CheckpointStorage,
+    run_id: str,
+    stored: StoredFiles,
+    aborted: threading.Event,
+) -> Upload:
+    """Store every file of ``snap`` that is not stored yet; return entries for ``_metadata``."""
+    entries: list[FileEntry] = []
+    new_shared: list[str] = []
+    written = 0
+    try:
+        for selected in snap.files:
+            if aborted.is_set():
+                raise CheckpointAborted(f"checkpoint {snap.checkpoint_id} was aborted during upload")
+            if selected.shared:
+                reused = stored.get(selected.target, selected.size)
+                if reused is not None:
+                    entries.append(reused)
+                    continue
+                variant = None if stored.get(selected.target, -1) is None else f"chk{snap.checkpoint_id}"
+                relative = storage.shared_relative_file(run_id, selected.target, variant=variant)
+                new_shared.append(relative)
+            else:
+                relative = storage.checkpoint_relative_file(snap.checkpoint_id, selected.target)
+            copy_into_storage(working, snap.sources[selected.target], storage, relative)
+            written += selected.size
+            entries.append(FileEntry(relative, selected.target, selected.size, selected.shared))
+    except BaseException:
+        for relative in new_shared:
+            storage.delete_job_file(relative)
+        raise
+    return Upload(entries, written, new_shared)
+
+
+def copy_into_storage(working: WorkingCopy, source: str, storage: CheckpointStorage, relative: str) -> None:
+    """Copy one working file to the durable copy: a hard link or local copy when both are local disks."""
+    destination = storage.job_file(relative)
+    if working.is_local and isinstance(storage.fs, LocalFileSystem):
+        os.makedirs(os.path.dirname(destination), exist_ok=True)
+        temporary = f"{destination}.tmp-{threading.get_ident()}"
+        try:
+            os.link(source, temporary)
+        except OSError:
+            shutil.copyfile(source, temporary)
+        os.replace(temporary, destination)
+    elif working.is_local:
+        storage.fs.put_file(source, destination)
+    else:
+        with working.fs.open(source, "rb") as reader, storage.fs.open(destination, "wb") as writer:
+            shutil.copyfileobj(reader, writer, 4 * 1024 * 1024)
+
+
+def materialize(meta: CheckpointMetadata, storage: CheckpointStorage, working: WorkingCopy) -> int:
+    """Build Spark's (empty, fresh) working folder from a checkpoint's files. Returns bytes copied."""
+    copied = 0
+    for entry in meta.files:
+        source = storage.job_file(entry.path)
+        destination = working.file_path(entry.target)
+        working.fs.makedirs(posixpath.dirname(destination), exist_ok=True)
+        if working.is_local and isinstance(storage.fs, LocalFileSystem):
+            shutil.copyfile(source, destination)
+        elif working.is_local:
+            storage.fs.get_file(source, destination)
+        else:
+            with storage.fs.open(source, "rb") as reader, working.fs.open(destination, "wb") as writer:
+                shutil.copyfileobj(reader, writer, 4 * 1024 * 1024)
+        copied += entry.size
+    return copied

@@ -1,0 +1,311 @@
+"""One run of a checkpointed streaming job: restore, run the query, checkpoint, finish.
+
+The order matters and is the promise to users:
+
+1. resolve the restore point and check compatibility (reads only: bad input leaves the root untouched);
+2. build a fresh working folder from the snapshot, finish or abort staged sink output around it;
+3. run the query; the coordinator checkpoints at batch boundaries; sinks publish per the mode;
+4. on finish or stop request: stop between batches, take a final checkpoint, commit, apply the
+   externalized-retention policy.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import signal
+import threading
+import time
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from runtime.coordinator import CheckpointConfig, CheckpointCoordinator
+from runtime.errors import JobFailed, PipelineError
+from runtime.fingerprint import plan_fingerprint
+from runtime.layout import CheckpointMetadata, CheckpointStorage
+from runtime.options import JobOptions
+from runtime.restore import RestorePoint, check_compatible, resolve_restore_point
+from runtime.retention import apply_externalized_retention
+from runtime.sinks import Sink, load_sink
+from runtime.snapshot import StoredFiles, materialize
+from runtime.state_files import UnsupportedStateStore
+from runtime.working_copy import WorkingCopy
+
+log = logging.getLogger(__name__)
+
+ROCKSDB_PROVIDER_HINT = "RocksDB"
+
+
+def create_session(options: JobOptions) -> Any:
+    """A SparkSession for the job: spark-submit's settings, or local mode under ``python -m runtime``."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(f"checkpointed-job:{options.job_name}")
+    for key, value in options.conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def load_pipeline(spec: str, spark: Any) -> Any:
+    """Import ``module:function`` and call it with the session; it must return a streaming DataFrame."""
+    module_name, _, function_name = spec.partition(":")
+    try:
+        function = getattr(importlib.import_module(module_name), function_name)
+    except (ImportError, AttributeError) as exc:
+        raise PipelineError(
+            f"--pipeline {spec!r} cannot be loaded: {exc}; ship the module with --py-files or PYTHONPATH"
+        ) from None
+    df = function(spark)
+    if not getattr(df, "isStreaming", False):
+        raise PipelineError(f"--pipeline {spec!r} returned {type(df).__name__}, not a streaming DataFrame")
+    return df
+
+
+class _BatchListener:
+    """Forwards completed batches of our query to the coordinator and counts rows."""
+
+    def __init__(self, coordinator: CheckpointCoordinator):
+        from pyspark.sql.streaming import StreamingQueryListener
+
+        self.coordinator = coordinator
+        self.run_id: str | None = None
+        self.rows: dict[int, int] = {}
+        outer = self
+
+        class Listener(StreamingQueryListener):
+            def onQueryStarted(self, event: Any) -> None:
+                """Nothing to do: the first progress event carries the batch."""
+
+            def onQueryProgress(self, event: Any) -> None:
+                progress = event.progress
+                if outer.run_id is not None and str(progress.runId) != outer.run_id:
+                    return
+                outer.rows[progress.batchId] = int(progress.numInputRows)
+                outer.coordinator.batch_completed(progress.batchId)
+
+            def onQueryIdle(self, event: Any) -> None:
+                """Idle triggers run no batch, so there is nothing to checkpoint."""
+
+            def onQueryTerminated(self, event: Any) -> None:
+                """The job loop sees termination through the query handle."""
+
+        self.listener = Listener()
+
+
+class StreamingJob:
+    """Runs one job to completion. ``run()`` returns a JSON-able result; failures raise."""
+
+    def __init__(self, options: JobOptions, spark: Any = None):
+        self.options = options
+        self._spark = spark
+        self._stop_requested = threading.Event()
+        self.run_id = f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
+
+    def request_stop(self, *_: Any) -> None:
+        """Ask for a graceful stop: finish the batch in flight, checkpoint, commit, exit."""
+        if not self._stop_requested.is_set():
+            log.info("stop requested: finishing the batch in flight, then a final checkpoint")
+        self._stop_requested.set()
+
+    def run(self) -> dict[str, Any]:
+        opts = self.options
+        storage = CheckpointStorage(opts.checkpoint_root, opts.job_name, opts.storage_options)
+        point = resolve_restore_point(storage, opts.restore_from)
+        spark = self._spark or create_session(opts)
+        if self._spark is not None:
+            for key, value in opts.conf.items():
+                spark.conf.set(key, value)
+        provider = spark.conf.get("spark.sql.streaming.stateStore.providerClass", "") or ""
+        if ROCKSDB_PROVIDER_HINT in provider:
+            raise UnsupportedStateStore(
+                f"state store {provider} is not supported yet: snapshots of RocksDB state (with or without "
+                "changelog checkpointing) are not implemented; use the default HDFSBackedStateStoreProvider"
+            )
+        df = load_pipeline(opts.pipeline, spark)
+        fingerprint = plan_fingerprint(df)
+        if point is not None:
+            check_compatible(point, fingerprint, spark)
+        sink = load_sink(opts.sink)
+
+        # From here on the run writes: working folder, sink recovery, checkpoints.
+        working = WorkingCopy(opts.working_dir, opts.job_name, self.run_id)
+        working.create()
+        self._restore(point, storage, working, sink)
+        coordinator = CheckpointCoordinator(
+            storage,
+            working,
+            CheckpointConfig(
+                interval=opts.checkpoint_interval,
+                min_pause=opts.min_pause,
+                timeout=opts.checkpoint_timeout,
+                tolerable_failures=opts.tolerable_failed_checkpoints,
+                num_retained=opts.num_retained,
+                mode=opts.checkpointing_mode,
+            ),
+            run_id=self.run_id,
+            next_id=storage.next_checkpoint_id(),
+            stored=StoredFiles(point.metadata.files if point else []),
+            fingerprint=fingerprint,
+            restored_from=point.describe() if point else None,
+            spark_version=spark.version,
+            on_completed=self._publisher(sink),
+        )
+        outcome = "failed"
+        try:
+            outcome, final = self._run_query(spark, df, sink, coordinator, working)
+        finally:
+            coordinator.shutdown()
+            apply_externalized_retention(storage, opts.externalized_retention, outcome)
+            if self._spark is None:
+                spark.stop()  # drains the listener bus before Python's callback server goes away
+        working.remove()
+        return self._result(storage, point, coordinator, final, outcome)
+
+    # --- steps ------------------------------------------------------------------------------------
+    def _restore(
+        self, point: RestorePoint | None, storage: CheckpointStorage, working: WorkingCopy, sink: Sink
+    ) -> None:
+        if point is None:
+            sink.abort(-1, None)
+            log.info("job %r run %s starts fresh", self.options.job_name, self.run_id)
+            return
+        meta = point.metadata
+        copied = materialize(meta, storage, working)
+        log.info(
+            "restoring job %r from %s %d (batch %d, %d files, %d bytes) at %s",
+            self.options.job_name,
+            meta.kind,
+            meta.id,
+            meta.batch_id,
+            len(meta.files),
+            copied,
+            point.url,
+        )
+        # Staged output covered by the snapshot is published (a commit cut short by a crash); anything
+        # after it is recomputed by the replay, so it is aborted.
+        sink.commit(meta.batch_id, meta.id)
+        sink.abort(meta.batch_id, meta.id)
+
+    def _publisher(self, sink: Sink):
+        exactly_once = self.options.checkpointing_mode == "exactly-once"
+
+        def on_completed(meta: CheckpointMetadata) -> None:
+            if exactly_once:
+                sink.commit(meta.batch_id, meta.id)
+
+        return on_completed
+
+    def _run_query(self, spark: Any, df: Any, sink: Sink, coordinator: CheckpointCoordinator, working: WorkingCopy):
+        opts = self.options
+        at_least_once = opts.checkpointing_mode == "at-least-once"
+
+        def process(batch_df: Any, batch_id: int) -> None:
+            sink.write(batch_id, batch_df)
+            if at_least_once:
+                sink.commit(batch_id, coordinator.next_checkpoint_id)
+
+        listener = _BatchListener(coordinator)
+        spark.streams.addListener(listener.listener)
+        self._install_signal_handler()
+        writer = (
+            df.writeStream.outputMode(opts.output_mode)
+            .foreachBatch(process)
+            .option("checkpointLocation", working.spark_location)
+        )
+        if opts.trigger == "available-now":
+            writer = writer.trigger(availableNow=True)
+        else:
+            writer = writer.trigger(processingTime=f"{int(opts.batch_interval * 1000)} milliseconds")
+        coordinator.start()
+        started = time.monotonic()
+        query = writer.start()
+        listener.run_id = str(query.runId)
+        self.rows = listener.rows
+        outcome = "finished"
+        try:
+            while query.isActive:
+                if coordinator.fatal:
+                    self._stop_between_batches(query)
+                    raise JobFailed(coordinator.fatal)
+                overdue = opts.max_duration is not None and time.monotonic() - started > opts.max_duration
+                if self._stop_requested.is_set() or overdue:
+                    if overdue:
+                        log.info("--max-duration reached: stopping gracefully")
+                    self._stop_between_batches(query)
+                    outcome = "cancelled"
+                    break
+                query.awaitTermination(0.2)
+            for progress in query.recentProgress:  # the listener is asynchronous: fill in late batches
+                listener.rows[int(progress.batchId)] = int(progress.numInputRows)
+            error = query.exception()
+            if error is not None:
+                raise JobFailed(f"the streaming query failed: {_first_line(str(error))}")
+            if coordinator.fatal:
+                raise JobFailed(coordinator.fatal)
+            final = self._final_checkpoint(coordinator, working)
+        finally:
+            if query.isActive:
+                query.stop()
+            spark.streams.removeListener(listener.listener)
+        return outcome, final
+
+    def _stop_between_batches(self, query: Any) -> None:
+        """Stop when no batch is running: stopping inside a Python foreachBatch can wedge the stream thread."""
+        deadline = time.monotonic() + max(self.options.checkpoint_timeout, 60.0)
+        while time.monotonic() < deadline and query.isActive and query.status.get("isTriggerActive"):
+            time.sleep(0.05)
+        query.stop()
+
+    def _final_checkpoint(self, coordinator: CheckpointCoordinator, working: WorkingCopy) -> CheckpointMetadata | None:
+        batches = working.committed_batches()
+        if not batches:
+            log.info("no batch ran in this run; nothing new to checkpoint")
+            return coordinator.latest
+        last = batches[-1]
+        if last <= coordinator.covered_batch:
+            return coordinator.latest
+        for _attempt in range(self.options.tolerable_failed_checkpoints + 1):
+            meta = coordinator.checkpoint_now(last)
+            if meta is not None and meta.batch_id >= last:
+                return meta
+            if coordinator.fatal:
+                break
+        raise JobFailed(
+            coordinator.fatal
+            or f"the final checkpoint of batch {last} did not complete; output after "
+            "the previous checkpoint stays staged and is recomputed on restore"
+        )
+
+    def _install_signal_handler(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self.request_stop)
+
+    def _result(
+        self,
+        storage: CheckpointStorage,
+        point: RestorePoint | None,
+        coordinator: CheckpointCoordinator,
+        final: CheckpointMetadata | None,
+        outcome: str,
+    ) -> dict[str, Any]:
+        latest = final or coordinator.latest
+        rows = getattr(self, "rows", {})
+        return {
+            "job_name": self.options.job_name,
+            "run_id": self.run_id,
+            "status": outcome,
+            "checkpoint_id": latest.id if latest else None,
+            "checkpoint_path": storage.url_of(storage.checkpoint_path(latest.id)) if latest else None,
+            "batch_id": latest.batch_id if latest else None,
+            "restored_from": point.describe() if point else None,
+            "checkpoints_completed": list(coordinator.completed),
+            "batches": len(rows),
+            "rows": sum(rows.values()),
+        }
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else "unknown error"

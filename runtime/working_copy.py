@@ -1,0 +1,103 @@
+"""Spark's working checkpoint folder for one run (Flink's task-local state).
+
+Each run gets a fresh folder ``<working-dir>/<job>/<run-id>/spark``: Spark's ``checkpointLocation``. It is
+never reused across runs, so stale state files of a later batch cannot leak into a restore. On a local
+disk, a capture is frozen with hard links (instant, and immune to Spark cleaning old files while the
+upload runs); on shared storage (HDFS, object storage) files are read in place.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import shutil
+import tempfile
+
+import fsspec
+from fsspec.core import url_to_fs
+from fsspec.implementations.local import LocalFileSystem
+
+DEFAULT_WORKING_DIR = os.path.join(tempfile.gettempdir(), "airflow-checkpoint-provider", "work")
+
+
+class WorkingCopy:
+    """The folders of one run: Spark's checkpoint location and frozen captures."""
+
+    def __init__(self, working_dir: str | None, job_name: str, run_id: str):
+        self.fs: fsspec.AbstractFileSystem
+        self.fs, base = url_to_fs(working_dir or DEFAULT_WORKING_DIR)
+        self.run_path = posixpath.join(base, job_name, run_id)
+        self.spark_path = posixpath.join(self.run_path, "spark")
+        self.frozen_path = posixpath.join(self.run_path, "frozen")
+
+    @property
+    def is_local(self) -> bool:
+        return isinstance(self.fs, LocalFileSystem)
+
+    @property
+    def spark_location(self) -> str:
+        """The value for Spark's ``checkpointLocation`` option."""
+        return self.spark_path if self.is_local else self.fs.unstrip_protocol(self.spark_path)
+
+    def create(self) -> None:
+        if self.fs.exists(self.run_path):
+            raise FileExistsError(f"working folder {self.run_path} already exists; run ids must be unique")
+        self.fs.makedirs(self.spark_path, exist_ok=True)
+
+    def listing(self) -> dict[str, int]:
+        """Every file in Spark's folder: path relative to it, and size."""
+        try:
+            found = self.fs.find(self.spark_path, detail=True)
+        except FileNotFoundError:
+            return {}
+        return {
+            posixpath.relpath(path, self.spark_path): int(info.get("size") or 0)
+            for path, info in found.items()
+            if info.get("type") != "directory"
+        }
+
+    def file_path(self, target: str) -> str:
+        return posixpath.join(self.spark_path, target)
+
+    def committed_batches(self) -> list[int]:
+        """Batch ids with an entry in Spark's commit log, ascending."""
+        try:
+            names = self.fs.ls(posixpath.join(self.spark_path, "commits"), detail=False)
+        except FileNotFoundError:
+            return []
+        return sorted(int(b) for b in (posixpath.basename(n) for n in names) if b.isdigit())
+
+    def read_text(self, target: str) -> str:
+        return self.fs.cat_file(self.file_path(target)).decode("utf-8")
+
+    def freeze(self, name: str, targets: list[str]) -> dict[str, str]:
+        """Pin the given files for an upload; returns target -> path to read from.
+
+        Hard links on a local disk: Spark may delete its old files while the upload runs, but the linked
+        inode stays. Elsewhere files are read in place (a file Spark deletes first fails the checkpoint).
+        """
+        if not self.is_local:
+            return {t: self.file_path(t) for t in targets}
+        frozen = posixpath.join(self.frozen_path, name)
+        paths = {}
+        for target in targets:
+            source, link = self.file_path(target), posixpath.join(frozen, target)
+            os.makedirs(os.path.dirname(link), exist_ok=True)
+            try:
+                os.link(source, link)
+            except OSError:
+                shutil.copy2(source, link)
+            paths[target] = link
+        return paths
+
+    def release(self, name: str) -> None:
+        """Drop a frozen capture once uploaded (or abandoned)."""
+        if self.is_local:
+            shutil.rmtree(posixpath.join(self.frozen_path, name), ignore_errors=True)
+
+    def remove(self) -> None:
+        """Delete the whole run folder (the durable copy lives under the checkpoint root)."""
+        try:
+            self.fs.rm(self.run_path, recursive=True)
+        except FileNotFoundError:
+            pass
