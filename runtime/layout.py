@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import fsspec
-from fsspec.core import url_to_fs
+from fsspec.core import split_protocol, url_to_fs
 
 log = logging.getLogger(__name__)
 
@@ -448,11 +448,13 @@ class CheckpointStorage:
         A checkpoint must be one of this job's, inside the checkpoint root: its shared files live beside
         it. Anything else is refused with a message saying what was given and what would work.
         """
-        fs, path = url_to_fs(location)
-        path = posixpath.normpath(path)
+        protocol, _ = split_protocol(location)
+        own = self.fs.protocol if isinstance(self.fs.protocol, tuple | list) else (self.fs.protocol,)
+        same_storage = (protocol or "file") in own
+        path = posixpath.normpath(self.fs._strip_protocol(location)) if same_storage else location
         if posixpath.basename(path) == METADATA_FILE:
             path = posixpath.dirname(path)
-        if type(fs) is not type(self.fs) or not _is_inside(path, self.job_path):
+        if not same_storage or not _is_inside(path, self.job_path):
             raise CheckpointFormatError(
                 f"--restore-from {location!r} is outside {self.location} ({self.url_of(self.job_path)}); "
                 "pass one of this job's chk-<N> folders, 'latest' or 'none'"

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The test command: installs what is missing, lints, then runs the whole suite (real Spark, real processes).
+# Extra arguments go to pytest (e.g. scripts/test.sh -m "not slow").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+export PATH="$PWD/.venv/bin:$PATH"
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+.venv/bin/python -m pytest "$@"

@@ -1,0 +1,186 @@
+"""Shared fixtures: one local SparkSession per test session, landing folders, process helpers."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+VENV_BIN = Path(sys.executable).parent
+SPARK_CONF = {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"}
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local SparkSession for every in-process test (starting one takes ~15 s)."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master("local[2]").appName("airflow-checkpoint-provider-tests")
+    for key, value in {**SPARK_CONF, "spark.sql.streaming.stopTimeout": "30000"}.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(autouse=True)
+def _keep_sigterm():
+    """In-process jobs install a SIGTERM handler; give pytest its own back afterwards."""
+    previous = signal.getsignal(signal.SIGTERM)
+    yield
+    signal.signal(signal.SIGTERM, previous)
+
+
+class Landing:
+    """A landing folder of JSON event files with ids counted from 0."""
+
+    def __init__(self, path: Path, keys: int = 5):
+        self.path = path
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.keys = keys
+        self.next_id = 0
+        self.files = 0
+        self.rows: list[dict] = []
+
+    def add_file(self, rows: int = 10, keys: list[str] | None = None) -> None:
+        lines = []
+        for n in range(rows):
+            key = keys[n % len(keys)] if keys else f"k{self.next_id % self.keys}"
+            row = {"id": self.next_id, "key": key, "value": self.next_id % 7}
+            self.rows.append(row)
+            lines.append(json.dumps(row))
+            self.next_id += 1
+        temporary = self.path / f".f{self.files:05d}.json.tmp"
+        temporary.write_text("\n".join(lines) + "\n")
+        temporary.rename(self.path / f"f{self.files:05d}.json")  # sources never see half a file
+        self.files += 1
+
+    def add_files(self, count: int, rows: int = 10) -> None:
+        for _ in range(count):
+            self.add_file(rows)
+
+    def counts_by_key(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for row in self.rows:
+            counts[row["key"]] = counts.get(row["key"], 0) + 1
+        return counts
+
+
+@pytest.fixture
+def landing(tmp_path: Path) -> Landing:
+    return Landing(tmp_path / "landing")
+
+
+def tree_state(root: Path) -> dict[str, tuple[int, str]]:
+    """Every file under ``root`` with its size and content hash: equal values mean nothing changed."""
+    state = {}
+    if root.exists():
+        for path in sorted(root.rglob("*")):
+            if path.is_file():
+                state[str(path.relative_to(root))] = (
+                    path.stat().st_size,
+                    hashlib.sha256(path.read_bytes()).hexdigest(),
+                )
+    return state
+
+
+def published_rows(output: Path) -> list[dict]:
+    """Rows of the committed Parquet output, read with pyarrow (as any reader would)."""
+    import pyarrow.dataset as ds
+
+    if not output.exists():
+        return []
+    return ds.dataset(str(output), format="parquet").to_table().to_pylist()
+
+
+def job_args(job: str, root: Path, work: Path, landing: Landing, **extra: str) -> list[str]:
+    """Runtime options for the example pipelines, with the landing folder passed as a Spark conf."""
+    args = {
+        "--job-name": job,
+        "--checkpoint-root": str(root),
+        "--working-dir": str(work),
+        "--pipeline": "examples.pipelines:events",
+        "--checkpoint-interval": "1ms",
+        **{f"--{k.replace('_', '-')}": v for k, v in extra.items()},
+    }
+    argv = [item for pair in args.items() for item in pair]
+    return argv + ["--conf", f"spark.example.landing={landing.path}"]
+
+
+def subprocess_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
+    env["PYTHONPATH"] = str(REPO)
+    env["PYSPARK_PYTHON"] = sys.executable
+    env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    return env
+
+
+def spark_submit(args: list[str], log_path: Path) -> subprocess.Popen:
+    """Start ``spark-submit runtime/job.py`` in its own process group, logging to ``log_path``."""
+    command = [str(VENV_BIN / "spark-submit"), "--master", "local[2]"]
+    for key, value in SPARK_CONF.items():
+        command += ["--conf", f"{key}={value}"]
+    command += [str(REPO / "runtime" / "job.py"), *args]
+    handle = open(log_path, "ab")  # noqa: SIM115 - closed when the process is reaped
+    handle.write(f"\n===== {' '.join(command)}\n".encode())
+    handle.flush()
+    return subprocess.Popen(
+        command, cwd=REPO, env=subprocess_env(), stdout=handle, stderr=subprocess.STDOUT, start_new_session=True
+    )
+
+
+def run_module(args: list[str], timeout: float = 300) -> subprocess.CompletedProcess:
+    """``python -m runtime ARGS`` to completion."""
+    return subprocess.run(
+        [sys.executable, "-m", "runtime", *args],
+        cwd=REPO,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def kill_group(process: subprocess.Popen) -> None:
+    """SIGKILL the whole process group (spark-submit's JVM and the Python driver)."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait(timeout=60)
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str, process: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        if process is not None and process.poll() is not None:
+            raise AssertionError(f"process exited with {process.returncode} while waiting for {what}")
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def completed_checkpoints(root: Path, job: str) -> list[int]:
+    folder = root / job
+    if not folder.exists():
+        return []
+    return sorted(int(p.parent.name[4:]) for p in folder.glob("chk-*/_metadata"))
+
+
+@pytest.fixture
+def caplog_info(caplog):
+    caplog.set_level(logging.INFO)
+    return caplog

@@ -1,0 +1,179 @@
+"""The runtime in-process against one shared local SparkSession: retention, incremental checkpoints,
+damaged-checkpoint fallback, compatibility checks, sink modes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from runtime.fingerprint import IncompatibleRestore
+from runtime.layout import CheckpointStorage
+from runtime.options import parse_options
+from runtime.streaming_job import StreamingJob
+from tests.conftest import Landing, job_args, published_rows, tree_state
+
+pytestmark = pytest.mark.spark
+
+
+def run(spark, job: str, tmp_path: Path, landing: Landing, **extra: str) -> dict:
+    output = tmp_path / "out"
+    extra.setdefault("sink", f"parquet:{output}")
+    argv = job_args(job, tmp_path / "root", tmp_path / "work", landing, **extra)
+    return StreamingJob(parse_options(argv), spark).run()
+
+
+def test_retention_keeps_num_retained_and_exactly_the_referenced_shared_files(spark, tmp_path, landing):
+    landing.add_files(6)
+    result = run(
+        spark,
+        "retained",
+        tmp_path,
+        landing,
+        pipeline="examples.pipelines:running_counts",
+        output_mode="update",
+        num_retained="2",
+    )
+    assert len(result["checkpoints_completed"]) >= 5
+    storage = CheckpointStorage(str(tmp_path / "root"), "retained")
+    folders = sorted(p.name for p in (tmp_path / "root" / "retained").glob("chk-*"))
+    assert folders == [f"chk-{i}" for i in result["checkpoints_completed"][-2:]]
+    referenced = {f.path for meta in storage.completed_checkpoints() for f in meta.files if f.shared}
+    on_disk = set(storage.shared_files())
+    assert referenced and referenced == on_disk, "no unreferenced shared file, none referenced missing"
+    assert (tmp_path / "work" / "retained").exists() and not any((tmp_path / "work" / "retained").iterdir())
+
+
+def test_incremental_checkpoint_writes_a_small_part_of_a_large_state(spark, tmp_path, landing):
+    landing.add_file(rows=40_000, keys=[f"key-{n}" for n in range(40_000)])
+    first = run(
+        spark, "incremental", tmp_path, landing, pipeline="examples.pipelines:running_counts", output_mode="update"
+    )
+    landing.add_file(rows=5, keys=["key-1", "key-2"])
+    second = run(
+        spark, "incremental", tmp_path, landing, pipeline="examples.pipelines:running_counts", output_mode="update"
+    )
+    assert second["restored_from"]["id"] == first["checkpoint_id"]
+    meta = json.loads((tmp_path / "root" / "incremental" / f"chk-{second['checkpoint_id']}" / "_metadata").read_text())
+    assert meta["state_bytes"] > 150_000
+    assert meta["bytes_written"] < meta["state_bytes"] / 20, (meta["bytes_written"], meta["state_bytes"])
+    reused = [f for f in meta["files"] if f["shared"] and f"/{first['run_id']}/" in f["path"]]
+    assert reused, "state files of the first run are referenced, not uploaded again"
+    counts = {r["key"]: r["count"] for r in published_rows(tmp_path / "out") if r["key"] in ("key-1", "key-2")}
+    assert max(counts.values()) >= 3  # counts continued from the restored state, not from empty
+
+
+@pytest.mark.parametrize("damage", ["truncated _metadata", "missing shared file"])
+def test_damaged_newest_checkpoint_falls_back_to_the_previous_one(spark, tmp_path, landing, caplog_info, damage):
+    landing.add_files(3)
+    first = run(spark, "damaged", tmp_path, landing, pipeline="examples.pipelines:running_counts", output_mode="update")
+    newest, previous = first["checkpoints_completed"][-1], first["checkpoints_completed"][-2]
+    job = tmp_path / "root" / "damaged"
+    meta_path = job / f"chk-{newest}" / "_metadata"
+    if damage == "truncated _metadata":
+        meta_path.write_text(meta_path.read_text()[:100])
+        reason = "not valid JSON"
+    else:
+        files = json.loads(meta_path.read_text())["files"]
+        older = {f["path"] for f in json.loads((job / f"chk-{previous}" / "_metadata").read_text())["files"]}
+        only_newest = [f["path"] for f in files if f["shared"] and f["path"] not in older]
+        (job / only_newest[0]).unlink()
+        reason = f"missing {only_newest[0]}"
+    landing.add_files(2)
+    second = run(
+        spark, "damaged", tmp_path, landing, pipeline="examples.pipelines:running_counts", output_mode="update"
+    )
+    assert second["restored_from"]["id"] == previous
+    assert f"skipping damaged checkpoint chk-{newest}" in caplog_info.text and reason in caplog_info.text
+    assert second["checkpoint_id"] > newest, "ids keep increasing past the damaged one"
+    largest: dict[str, int] = {}
+    for row in published_rows(tmp_path / "out"):
+        largest[row["key"]] = max(largest.get(row["key"], 0), row["count"])
+    assert largest == landing.counts_by_key()
+    assert any((tmp_path / "out" / "_rolled_back").rglob("*.parquet")), "output after the fallback point moved aside"
+
+
+def test_incompatible_plan_is_refused_before_anything_is_written(spark, tmp_path, landing):
+    landing.add_files(2)
+    run(spark, "compat", tmp_path, landing, pipeline="examples.pipelines:running_counts", output_mode="update")
+    before = tree_state(tmp_path / "root"), tree_state(tmp_path / "out")
+    landing.add_files(1)
+    with pytest.raises(IncompatibleRestore) as refused:
+        run(
+            spark,
+            "compat",
+            tmp_path,
+            landing,
+            pipeline="examples.pipelines:running_counts_by_value",
+            output_mode="update",
+        )
+    message = str(refused.value)
+    assert message.startswith("incompatible restore from file://")
+    assert "key: [key: string] became [value: long]" in message
+    with pytest.raises(IncompatibleRestore, match=r"state schema: \[count\(1: integer\)\] became"):
+        run(
+            spark,
+            "compat",
+            tmp_path,
+            landing,
+            pipeline="examples.pipelines:running_counts_with_total",
+            output_mode="update",
+        )
+    with pytest.raises(IncompatibleRestore, match="conf spark.sql.shuffle.partitions: 2 became 3"):
+        run(
+            spark,
+            "compat",
+            tmp_path,
+            landing,
+            pipeline="examples.pipelines:running_counts",
+            output_mode="update",
+            conf="spark.sql.shuffle.partitions=3",
+        )
+    spark.conf.set("spark.sql.shuffle.partitions", "2")
+    assert (tree_state(tmp_path / "root"), tree_state(tmp_path / "out")) == before
+    # A filter in front of the same aggregation keeps the state: allowed.
+    result = run(
+        spark,
+        "compat",
+        tmp_path,
+        landing,
+        pipeline="examples.pipelines:running_counts_of_big_values",
+        output_mode="update",
+    )
+    assert result["restored_from"] is not None and result["batches"] == 1
+
+
+def test_at_least_once_publishes_every_batch_and_spark_reads_the_output(spark, tmp_path, landing):
+    landing.add_files(3)
+    result = run(spark, "alo", tmp_path, landing, checkpointing_mode="at-least-once", checkpoint_interval="1h")
+    assert result["batches"] == 3 and result["rows"] == 30
+    output = str(tmp_path / "out")
+    assert sorted(r.id for r in spark.read.parquet(output).collect()) == list(range(30))
+    assert len(result["checkpoints_completed"]) == 2  # the first periodic one, then the final one
+    meta = json.loads((tmp_path / "root" / "alo" / f"chk-{result['checkpoint_id']}" / "_metadata").read_text())
+    assert meta["checkpointing_mode"] == "at-least-once" and meta["batch_id"] == 2
+
+
+def test_exactly_once_output_holds_only_committed_batches(spark, tmp_path, landing):
+    """Staged output stays invisible until a checkpoint covers it; readers see only committed rows."""
+    landing.add_files(2)
+    run(spark, "eo", tmp_path, landing, checkpoint_interval="1h")
+    output = tmp_path / "out"
+    staged = output / "_staging" / "batch-7"
+    staged.mkdir(parents=True)
+    (staged / "part-00000-leftover.parquet").write_bytes(b"not parquet: a crashed batch's staging")
+    assert sorted(r.id for r in spark.read.parquet(str(output)).collect()) == list(range(20))
+    assert sorted(r["id"] for r in published_rows(output)) == list(range(20))
+    landing.add_files(1)
+    run(spark, "eo", tmp_path, landing, checkpoint_interval="1h")  # restore aborts the staged leftover
+    assert not staged.exists()
+    assert sorted(r["id"] for r in published_rows(output)) == list(range(30))
+
+
+def test_externalized_retention_delete_on_cancellation_discards_checkpoints_not_output(spark, tmp_path, landing):
+    landing.add_files(2)
+    result = run(spark, "ext", tmp_path, landing, externalized_retention="delete-on-cancellation")
+    assert result["status"] == "finished"
+    assert not list((tmp_path / "root" / "ext").glob("chk-*"))
+    assert sorted(r["id"] for r in published_rows(tmp_path / "out")) == list(range(20))

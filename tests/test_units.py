@@ -1,0 +1,253 @@
+"""Unit tests of the pure pieces: durations, options, the format module, file selection, retention plans."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from runtime.durations import format_bytes, parse_duration
+from runtime.layout import (
+    CheckpointFormatError,
+    CheckpointMetadata,
+    CheckpointStorage,
+    DamagedCheckpoint,
+    FileEntry,
+    NoValidCheckpoint,
+    validate_job_name,
+)
+from runtime.options import OptionsError, parse_options
+from runtime.retention import plan_retention
+from runtime.state_files import CaptureError, UnsupportedStateStore, select_files
+
+BASE = ["--job-name", "j", "--checkpoint-root", "/tmp/r", "--pipeline", "m:f"]
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("500ms", 0.5), ("10s", 10), ("1min", 60), ("2 h", 7200), ("1d", 86400), ("250", 0.25), ("1.5s", 1.5)],
+)
+def test_durations_use_flink_syntax(text, seconds):
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("text", ["ten seconds", "10 parsecs", "-1s", "", "1e3s"])
+def test_bad_durations_say_what_works(text):
+    with pytest.raises(ValueError, match="500ms, 10s, 1min|unknown unit"):
+        parse_duration(text, name="--checkpoint-interval")
+
+
+def test_format_bytes():
+    assert format_bytes(512) == "512 B"
+    assert format_bytes(1536) == "1.5 KiB"
+
+
+def test_options_defaults_follow_flink():
+    opts = parse_options(BASE)
+    assert (opts.checkpoint_interval, opts.checkpoint_timeout, opts.min_pause) == (10, 600, 0)
+    assert (opts.num_retained, opts.tolerable_failed_checkpoints) == (3, 0)
+    assert opts.externalized_retention == "retain-on-cancellation"
+    assert (opts.trigger, opts.restore_from, opts.checkpointing_mode) == ("available-now", "latest", "exactly-once")
+
+
+def test_spec_file_json_and_yaml_with_cli_override(tmp_path: Path):
+    spec = tmp_path / "job.yaml"
+    spec.write_text("job-name: from-spec\ncheckpoint_root: /tmp/r\npipeline: m:f\nnum-retained: 5\nconf:\n  a.b: 1\n")
+    opts = parse_options(["--spec", str(spec), "--num-retained", "2", "--conf", "c.d=x"])
+    assert (opts.job_name, opts.num_retained, opts.conf) == ("from-spec", 2, {"a.b": "1", "c.d": "x"})
+    as_json = tmp_path / "job.json"
+    as_json.write_text(
+        json.dumps({"job_name": "j", "checkpoint_root": "/r", "pipeline": "m:f", "trigger": "continuous"})
+    )
+    assert parse_options(["--spec", str(as_json)]).trigger == "continuous"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--bogus", "1"], "unrecognized arguments: --bogus"),
+        (["--checkpoint-interval", "soon"], "--checkpoint-interval: 'soon' is not a duration"),
+        (["--trigger", "sometimes"], "--trigger 'sometimes' is not one of"),
+        (["--num-retained", "0"], "--num-retained '0' must be at least 1"),
+        (["--sink", "kafka"], "must be parquet:PATH, console or module:Class"),
+    ],
+)
+def test_bad_options_are_named(argv, message):
+    with pytest.raises(OptionsError, match=message.replace("(", r"\(")):
+        parse_options(BASE + argv)
+
+
+def test_hostile_specs_are_refused(tmp_path: Path):
+    deep = tmp_path / "deep.json"
+    nested: dict = {}
+    cursor = nested
+    for _ in range(50):
+        cursor["x"] = {}
+        cursor = cursor["x"]
+    deep.write_text(json.dumps({"job_name": "j", "conf": nested}))
+    with pytest.raises(OptionsError, match="nested deeper"):
+        parse_options(["--spec", str(deep)])
+    huge = tmp_path / "huge.json"
+    huge.write_text('{"job_name": "' + "x" * 2_000_000 + '"}')
+    with pytest.raises(OptionsError, match="at most"):
+        parse_options(["--spec", str(huge)])
+    unknown = tmp_path / "unknown.json"
+    unknown.write_text(json.dumps({"job_name": "j", "surprise": 1}))
+    with pytest.raises(OptionsError, match="unknown option"):
+        parse_options(["--spec", str(unknown)])
+
+
+@pytest.mark.parametrize("name", ["a/b", "..", "../x", "x y", "", ".", "a\\b", "ü"])
+def test_job_names_cannot_escape_the_root(name):
+    with pytest.raises(CheckpointFormatError):
+        validate_job_name(name)
+
+
+def _meta(checkpoint_id: int, files: list[FileEntry], job: str = "j") -> CheckpointMetadata:
+    return CheckpointMetadata(
+        id=checkpoint_id,
+        kind="checkpoint",
+        job_name=job,
+        run_id="r1",
+        batch_id=checkpoint_id,
+        trigger_timestamp_ms=1,
+        completion_timestamp_ms=2,
+        checkpointing_mode="exactly-once",
+        files=files,
+        state_bytes=sum(f.size for f in files if f.shared),
+        bytes_written=0,
+    )
+
+
+def _put(storage: CheckpointStorage, relative: str, data: bytes) -> None:
+    path = Path(storage.job_file(relative))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+def _write_checkpoint(storage: CheckpointStorage, checkpoint_id: int, shared: list[str]) -> CheckpointMetadata:
+    files = []
+    for name in shared:
+        rel = storage.shared_relative_file("r1", name)
+        _put(storage, rel, b"x" * 10)
+        files.append(FileEntry(rel, name, 10, True))
+    rel = storage.checkpoint_relative_file(checkpoint_id, "commits/0")
+    _put(storage, rel, b"v1\n{}")
+    files.append(FileEntry(rel, "commits/0", 5, False))
+    meta = _meta(checkpoint_id, files)
+    storage.write_checkpoint_metadata(meta)
+    return meta
+
+
+def test_metadata_roundtrip_and_latest_skips_damaged(tmp_path: Path, caplog):
+    storage = CheckpointStorage(str(tmp_path), "j")
+    _write_checkpoint(storage, 1, ["state/0/0/1.delta"])
+    _write_checkpoint(storage, 2, ["state/0/0/1.delta", "state/0/0/2.delta"])
+    third = _write_checkpoint(storage, 3, ["state/0/0/1.delta", "state/0/0/3.delta"])
+    assert storage.latest_valid_checkpoint().metadata.id == 3
+    assert storage.read_checkpoint(3).files == third.files
+    # A missing shared file makes chk-3 invalid; a truncated _metadata makes chk-2 invalid.
+    storage.fs.rm_file(storage.job_file(storage.shared_relative_file("r1", "state/0/0/3.delta")))
+    metadata = tmp_path / "j" / "chk-2" / "_metadata"
+    metadata.write_text(metadata.read_text()[:40])
+    found = storage.latest_valid_checkpoint()
+    assert found.metadata.id == 1
+    assert "chk-3: missing shared/r1/state/0/0/3.delta" in caplog.text
+    assert "chk-2: _metadata is not valid JSON" in caplog.text
+    assert storage.next_checkpoint_id() == 4
+    # With every checkpoint damaged, "latest" refuses instead of starting from empty state.
+    (tmp_path / "j" / "chk-1" / "_metadata").write_text("")
+    with pytest.raises(NoValidCheckpoint, match="no valid checkpoint .*--restore-from none"):
+        storage.latest_valid_checkpoint()
+
+
+@pytest.mark.parametrize(
+    ("mutate", "reason"),
+    [
+        (lambda d: d.update(format_version=99), "format version 99"),
+        (lambda d: d["files"].append({"path": "../other/x", "target": "x", "size": 1, "shared": True}), "leaves"),
+        (lambda d: d["files"].append({"path": "/etc/passwd", "target": "x", "size": 1, "shared": True}), "relative"),
+        (lambda d: d.update(job_name="other"), "belongs to job 'other'"),
+        (lambda d: d.pop("files"), "missing or has a bad field"),
+    ],
+)
+def test_hostile_metadata_is_rejected(tmp_path: Path, mutate, reason):
+    storage = CheckpointStorage(str(tmp_path), "j")
+    _write_checkpoint(storage, 1, [])
+    path = tmp_path / "j" / "chk-1" / "_metadata"
+    data = json.loads(path.read_text())
+    mutate(data)
+    path.write_text(json.dumps(data))
+    with pytest.raises(DamagedCheckpoint, match=reason):
+        storage.validate_checkpoint(1)
+
+
+def test_restore_paths_must_be_this_jobs_checkpoints(tmp_path: Path):
+    storage = CheckpointStorage(str(tmp_path / "root"), "j")
+    _write_checkpoint(storage, 1, [])
+    assert storage.resolve_snapshot(str(tmp_path / "root" / "j" / "chk-1")).metadata.id == 1
+    assert storage.resolve_snapshot(f"file://{tmp_path}/root/j/chk-1/_metadata").metadata.id == 1
+    for bad, message in (
+        (str(tmp_path / "root" / "j" / "chk-1" / ".." / ".." / "k" / "chk-1"), "outside"),
+        (str(tmp_path), "outside"),
+        (str(tmp_path / "root" / "j" / "shared"), "not a checkpoint folder"),
+        (str(tmp_path / "root" / "j" / "chk-9"), "no _metadata"),
+    ):
+        with pytest.raises(CheckpointFormatError, match=message):
+            storage.resolve_snapshot(bad)
+
+
+def _listing(batch: int, deltas: range, snapshots=(), extra=None) -> dict[str, int]:
+    files = {"metadata": 45, "sources/0/0": 80, "state/0/_metadata/metadata": 150, "state/0/0/_metadata/schema": 190}
+    for n in range(batch + 3):
+        files[f"offsets/{n}"] = 1000
+        files[f"commits/{n}"] = 29
+        files[f".offsets.{n}.crc"] = 12
+    for v in deltas:
+        files[f"state/0/0/{v}.delta"] = 100 + v
+    for v in snapshots:
+        files[f"state/0/0/{v}.snapshot"] = 500
+    files.update(extra or {})
+    return files
+
+
+def test_selection_leaves_out_later_batches_and_hidden_files():
+    chosen = {f.target: f for f in select_files(_listing(4, range(1, 8)), 4)}
+    assert {"offsets/3", "offsets/4", "commits/3", "commits/4"} <= set(chosen)
+    assert "offsets/5" not in chosen and "commits/5" not in chosen and "offsets/2" not in chosen
+    assert [t for t in chosen if t.endswith(".delta")] == [f"state/0/0/{v}.delta" for v in range(1, 6)]
+    assert all(chosen[f"state/0/0/{v}.delta"].shared for v in range(1, 6))
+    assert not chosen["state/0/0/_metadata/schema"].shared
+    assert not any(".crc" in t for t in chosen)
+
+
+def test_selection_prefers_stored_snapshot_chains():
+    listing = _listing(12, range(1, 15), snapshots=(10,))
+    fresh = [f.target for f in select_files(listing, 12) if f.shared]
+    assert fresh == ["state/0/0/10.snapshot", "state/0/0/11.delta", "state/0/0/12.delta", "state/0/0/13.delta"]
+    stored = {f"state/0/0/{v}.delta" for v in range(1, 13)}
+    incremental = [f.target for f in select_files(listing, 12, stored) if f.shared]
+    assert incremental == [f"state/0/0/{v}.delta" for v in range(1, 14)], "reuse stored deltas, skip the new snapshot"
+
+
+def test_selection_refuses_incomplete_batches_and_rocksdb():
+    with pytest.raises(CaptureError, match="offsets/9"):
+        select_files(_listing(4, range(1, 6)), 9)
+    with pytest.raises(CaptureError, match="no complete snapshot/delta chain"):
+        select_files(_listing(4, [1, 2, 4, 5]), 4)
+    with pytest.raises(UnsupportedStateStore, match="RocksDB"):
+        select_files(_listing(1, range(1, 3), extra={"state/0/0/2.zip": 10}), 1)
+
+
+def test_retention_plan_keeps_newest_and_what_they_reference():
+    a, b, c = (FileEntry(f"shared/r/{n}", n, 10, True) for n in "abc")
+    checkpoints = {1: _meta(1, [a]), 2: _meta(2, [a, b]), 3: None, 4: _meta(4, [b, c]), 5: _meta(5, [c])}
+    shared = {"shared/r/a": 10, "shared/r/b": 10, "shared/r/c": 10, "shared/r/orphan": 10}
+    plan = plan_retention(checkpoints, shared, 2, older_than=6)
+    assert plan.keep == [4, 5]
+    assert plan.delete_checkpoints == [1, 2, 3]
+    assert plan.delete_shared == ["shared/r/a", "shared/r/orphan"]
+    # A checkpoint at or above `older_than` may be in progress: neither it nor its files go.
+    in_progress = plan_retention({**checkpoints, 6: None}, shared, 2, older_than=6)
+    assert 6 not in in_progress.delete_checkpoints and in_progress.delete_shared == []
