@@ -45,6 +45,10 @@ def main(argv: list[str] | None = None, spark=None) -> int:
         return _fail(EXIT_BAD_INPUT, str(exc))
     except JobFailed as exc:
         return _fail(EXIT_JOB_FAILED, f"job {options.job_name!r} failed: {exc}")
+    except Exception as exc:  # anything unforeseen still ends with one line a person can act on
+        log.exception("job %r failed unexpectedly", options.job_name)
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return _fail(EXIT_JOB_FAILED, f"job {options.job_name!r} failed: {type(exc).__name__}: {first}")
     print("result: " + json.dumps(result, sort_keys=True), flush=True)
     return EXIT_OK
 

@@ -368,6 +368,13 @@ class CheckpointStorage:
         if self.fs.exists(folder):
             self.fs.rm(folder, recursive=True)
 
+    def file_size(self, relative: str) -> int | None:
+        """Size of a job-relative file, or None if it does not exist."""
+        try:
+            return int(self.fs.size(self.job_file(relative)))
+        except FileNotFoundError:
+            return None
+
     def delete_job_file(self, relative: str) -> None:
         """Delete one job-relative file (a shared file nothing references any more)."""
         path = self.job_file(relative)

@@ -46,6 +46,9 @@ class StoredFiles:
         entry = self._by_target.get(target)
         return entry if entry is not None and entry.size == size else None
 
+    def has(self, target: str) -> bool:
+        return target in self._by_target
+
     def targets(self) -> frozenset[str]:
         return frozenset(self._by_target)
 
@@ -101,8 +104,15 @@ def upload(
                 if reused is not None:
                     entries.append(reused)
                     continue
-                variant = None if stored.get(selected.target, -1) is None else f"chk{snap.checkpoint_id}"
+                # A target stored with another size (never expected: Spark's files are immutable) gets a
+                # name of its own rather than overwriting what a retained checkpoint references.
+                variant = f"chk{snap.checkpoint_id}" if stored.has(selected.target) else None
                 relative = storage.shared_relative_file(run_id, selected.target, variant=variant)
+                if storage.file_size(relative) == selected.size:
+                    # Already stored by an earlier checkpoint of this run (a chain switched back): reuse it,
+                    # and never delete it if this checkpoint fails.
+                    entries.append(FileEntry(relative, selected.target, selected.size, True))
+                    continue
                 new_shared.append(relative)
             else:
                 relative = storage.checkpoint_relative_file(snap.checkpoint_id, selected.target)

@@ -237,7 +237,10 @@ class StreamingJob:
                     self._stop_between_batches(query)
                     outcome = "cancelled"
                     break
-                query.awaitTermination(0.2)
+                try:
+                    query.awaitTermination(0.2)
+                except Exception as exc:  # the query died: report it in one line, checkpoints stay valid
+                    raise JobFailed(f"the streaming query failed: {_first_line(str(exc))}") from exc
             for progress in query.recentProgress:  # the listener is asynchronous: fill in late batches
                 listener.rows[int(progress.batchId)] = int(progress.numInputRows)
             error = query.exception()
@@ -291,7 +294,7 @@ class StreamingJob:
         final: CheckpointMetadata | None,
         outcome: str,
     ) -> dict[str, Any]:
-        latest = final or coordinator.latest
+        latest = final or coordinator.latest or (point.metadata if point else None)
         rows = getattr(self, "rows", {})
         return {
             "job_name": self.options.job_name,
@@ -299,6 +302,7 @@ class StreamingJob:
             "status": outcome,
             "checkpoint_id": latest.id if latest else None,
             "checkpoint_path": storage.url_of(storage.checkpoint_path(latest.id)) if latest else None,
+            "checkpoint_kind": latest.kind if latest else None,
             "batch_id": latest.batch_id if latest else None,
             "restored_from": point.describe() if point else None,
             "checkpoints_completed": list(coordinator.completed),

@@ -177,3 +177,26 @@ def test_externalized_retention_delete_on_cancellation_discards_checkpoints_not_
     assert result["status"] == "finished"
     assert not list((tmp_path / "root" / "ext").glob("chk-*"))
     assert sorted(r["id"] for r in published_rows(tmp_path / "out")) == list(range(20))
+
+
+@pytest.mark.parametrize("changelog", ["true", "false"])
+def test_rocksdb_state_store_is_refused_with_a_clear_message(spark, tmp_path, landing, changelog):
+    from runtime.state_files import UnsupportedStateStore
+
+    landing.add_files(1)
+    provider = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+    spark.conf.set("spark.sql.streaming.stateStore.providerClass", provider)
+    try:
+        with pytest.raises(UnsupportedStateStore, match="RocksDB.*not supported yet.*changelog checkpointing"):
+            run(
+                spark,
+                "rocks",
+                tmp_path,
+                landing,
+                pipeline="examples.pipelines:running_counts",
+                output_mode="update",
+                conf=f"spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled={changelog}",
+            )
+    finally:
+        spark.conf.unset("spark.sql.streaming.stateStore.providerClass")
+    assert not (tmp_path / "root").exists() and not (tmp_path / "work").exists()
