@@ -1,7 +1,12 @@
 """The Airflow side of airflow-checkpoint-provider. Never imports pyspark.
 
-The operators, sensors, hooks and triggers are not built yet (see the provider issue); the runtime's
-on-disk format in ``runtime.layout`` is what they will read.
+- ``operators``: ``CheckpointedStreamingJobOperator``, ``RestoreFromCheckpointOperator``,
+  ``CheckpointRetentionOperator``
+- ``sensors``: ``CheckpointSensor`` (deferrable), ``CheckpointHealthSensor``
+- ``hooks``: ``CheckpointStorageHook`` (connection type ``checkpoint_storage``), ``StreamingJobHook``
+- ``triggers``: ``CheckpointTrigger``
+
+Everything about the on-disk format comes from the runtime's ``runtime.layout``.
 """
 
 __version__ = "0.1.0"

@@ -325,6 +325,56 @@ class CheckpointStorage:
             if info.get("type") != "directory"
         }
 
+    def files_with_details(self, folder: str) -> dict[str, tuple[int, float | None]]:
+        """Every file under a job folder: job-relative path to (size, modification time in epoch seconds)."""
+        try:
+            found = self.fs.find(folder, detail=True)
+        except FileNotFoundError:
+            return {}
+        return {
+            posixpath.relpath(path, self.job_path): (int(info.get("size") or 0), modified_time(info))
+            for path, info in found.items()
+            if info.get("type") != "directory"
+        }
+
+    def job_names(self) -> list[str]:
+        """Every job folder under the root (names that pass the job-name rules)."""
+        try:
+            entries = self.fs.ls(self.root_path, detail=True)
+        except FileNotFoundError:
+            return []
+        names = (posixpath.basename(e["name"].rstrip("/")) for e in entries if e.get("type") == "directory")
+        return sorted(n for n in names if _JOB_NAME.match(n) and set(n) != {"."})
+
+    # --- savepoints ----------------------------------------------------------------------------------
+    def savepoint_names(self) -> list[str]:
+        """Folder names under ``savepoints/``, sorted."""
+        try:
+            entries = self.fs.ls(self.savepoints_path, detail=False)
+        except FileNotFoundError:
+            return []
+        return sorted(posixpath.basename(e.rstrip("/")) for e in entries)
+
+    def savepoint_path(self, name: str) -> str:
+        return posixpath.join(self.savepoints_path, validate_key(name, "savepoint name"))
+
+    def read_savepoint(self, name: str) -> CheckpointMetadata:
+        meta = self.read_metadata_at(self.savepoint_path(name))
+        if meta.kind != "savepoint":
+            raise DamagedCheckpoint(
+                self.url_of(self.savepoint_path(name)), f"_metadata says {meta.kind}, not savepoint"
+            )
+        return meta
+
+    def discard_savepoint(self, name: str) -> None:
+        """Delete a savepoint folder, ``_metadata`` first."""
+        folder = self.savepoint_path(name)
+        metadata = posixpath.join(folder, METADATA_FILE)
+        if self.fs.exists(metadata):
+            self.fs.rm_file(metadata)
+        if self.fs.exists(folder):
+            self.fs.rm(folder, recursive=True)
+
     # --- _metadata -------------------------------------------------------------------------------
     def read_metadata_at(self, folder: str, fs: fsspec.AbstractFileSystem | None = None) -> CheckpointMetadata:
         """Read and parse ``<folder>/_metadata``; raise ``DamagedCheckpoint`` if missing or malformed."""
@@ -480,6 +530,132 @@ class CheckpointStorage:
         return ValidCheckpoint(meta, path)
 
 
+# --- _control/: requests from Airflow and the runtime's answers ----------------------------------------
+CONTROL_ACTIONS = ("stop",)
+MAX_CONTROL_BYTES = 16 * 1024
+_CONTROL_FIELDS = {"action", "run_key", "created_ms"}
+
+
+@dataclass(frozen=True)
+class ControlRequest:
+    """A request in ``_control/requests/<trigger-id>.json``. ``run_key`` None means any run of the job."""
+
+    trigger_id: str
+    action: str
+    run_key: str | None
+    created_ms: int
+
+
+def validate_key(key: str, what: str) -> str:
+    """Trigger ids and run keys become file names: the job-name rules apply."""
+    if not isinstance(key, str) or not _JOB_NAME.match(key) or set(key) == {"."}:
+        raise CheckpointFormatError(f"{what} {key!r} is not allowed: use only letters, digits, '.', '_' and '-'")
+    return key
+
+
+class ControlChannel:
+    """Requests to a running job (Airflow writes them) and the job's answers and run reports.
+
+    Layout under ``<job>/_control/``: ``requests/<trigger-id>.json``, ``responses/<trigger-id>.json``
+    and ``runs/<run-key>.json`` (the result of a run started with that key).
+    """
+
+    def __init__(self, storage: CheckpointStorage):
+        self.storage = storage
+        self.fs = storage.fs
+        self.base = storage.control_path
+
+    def _path(self, kind: str, key: str) -> str:
+        return posixpath.join(self.base, kind, f"{validate_key(key, 'key')}.json")
+
+    def _write(self, path: str, payload: dict[str, Any]) -> None:
+        self.fs.makedirs(posixpath.dirname(path), exist_ok=True)
+        temporary = f"{path}.{uuid.uuid4().hex}.tmp"
+        self.fs.pipe_file(temporary, json.dumps(payload, sort_keys=True).encode("utf-8"))
+        self.fs.mv(temporary, path)
+
+    def _read(self, path: str) -> dict[str, Any] | None:
+        try:
+            raw = self.fs.cat_file(path)
+        except FileNotFoundError:
+            return None
+        if len(raw) > MAX_CONTROL_BYTES:
+            raise CheckpointFormatError(
+                f"{self.fs.unstrip_protocol(path)} is {len(raw)} bytes; at most {MAX_CONTROL_BYTES}"
+            )
+        try:
+            data = json.loads(raw)
+        except ValueError as exc:
+            raise CheckpointFormatError(f"{self.fs.unstrip_protocol(path)} is not valid JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise CheckpointFormatError(f"{self.fs.unstrip_protocol(path)} is not a JSON object")
+        return data
+
+    def request(self, trigger_id: str, action: str, run_key: str | None = None) -> ControlRequest:
+        """Ask the job to do ``action``; the same trigger id is answered once."""
+        if action not in CONTROL_ACTIONS:
+            raise CheckpointFormatError(f"control action {action!r} is not one of {', '.join(CONTROL_ACTIONS)}")
+        request = ControlRequest(
+            validate_key(trigger_id, "trigger id"),
+            action,
+            validate_key(run_key, "run key") if run_key else None,
+            now_ms(),
+        )
+        payload = {"action": action, "run_key": request.run_key, "created_ms": request.created_ms}
+        self._write(self._path("requests", trigger_id), payload)
+        return request
+
+    def pending(self) -> list[ControlRequest | tuple[str, str]]:
+        """Unanswered requests; a malformed one comes back as (trigger id, reason) so it can be refused."""
+        try:
+            names = self.fs.ls(posixpath.join(self.base, "requests"), detail=False)
+        except FileNotFoundError:
+            return []
+        answered = set()
+        try:
+            answered = {posixpath.basename(n) for n in self.fs.ls(posixpath.join(self.base, "responses"), detail=False)}
+        except FileNotFoundError:
+            pass
+        found: list[ControlRequest | tuple[str, str]] = []
+        for name in sorted(names):
+            base = posixpath.basename(name)
+            if not base.endswith(".json") or base in answered:
+                continue
+            trigger_id = base[: -len(".json")]
+            try:
+                validate_key(trigger_id, "trigger id")
+                data = self._read(name) or {}
+                unknown = sorted(set(data) - _CONTROL_FIELDS)
+                if unknown:
+                    raise CheckpointFormatError(f"unknown field(s) {', '.join(unknown)}")
+                if data.get("action") not in CONTROL_ACTIONS:
+                    raise CheckpointFormatError(f"unknown action {data.get('action')!r}")
+                run_key = data.get("run_key")
+                found.append(
+                    ControlRequest(
+                        trigger_id,
+                        data["action"],
+                        validate_key(run_key, "run key") if run_key else None,
+                        int(data.get("created_ms") or 0),
+                    )
+                )
+            except (CheckpointFormatError, TypeError, ValueError) as exc:
+                found.append((trigger_id, str(exc)))
+        return found
+
+    def respond(self, trigger_id: str, payload: dict[str, Any]) -> None:
+        self._write(self._path("responses", trigger_id), payload)
+
+    def response(self, trigger_id: str) -> dict[str, Any] | None:
+        return self._read(self._path("responses", trigger_id))
+
+    def write_run_report(self, run_key: str, report: dict[str, Any]) -> None:
+        self._write(self._path("runs", run_key), report)
+
+    def run_report(self, run_key: str) -> dict[str, Any] | None:
+        return self._read(self._path("runs", run_key))
+
+
 def write_metadata_atomically(fs: fsspec.AbstractFileSystem, folder: str, meta: CheckpointMetadata) -> str:
     """Write ``<folder>/_metadata`` so readers see all of it or nothing."""
     final = posixpath.join(folder, METADATA_FILE)
@@ -494,6 +670,41 @@ def write_metadata_atomically(fs: fsspec.AbstractFileSystem, folder: str, meta: 
         finally:
             raise
     return final
+
+
+def modified_time(info: dict[str, Any]) -> float | None:
+    """Modification time (epoch seconds) from an fsspec ``info`` dict, whatever the filesystem calls it."""
+    for key in ("mtime", "LastModified", "last_modified", "updated", "modified", "created"):
+        value = info.get(key)
+        if value is None:
+            continue
+        if isinstance(value, int | float):
+            return float(value)
+        if hasattr(value, "timestamp"):
+            return float(value.timestamp())
+        try:
+            from datetime import datetime
+
+            return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            continue
+    return None
+
+
+def find_completed_checkpoint(storage: CheckpointStorage, newer_than: int | None = None) -> dict[str, Any] | None:
+    """The newest valid completed checkpoint (newer than ``newer_than``) as a JSON-able summary, or None.
+
+    The one condition behind the checkpoint sensor's poke and its trigger. All checkpoints being damaged
+    counts as "none yet" here (a warning is logged); restoring is where that is refused.
+    """
+    try:
+        found = storage.latest_valid_checkpoint(newer_than=newer_than)
+    except NoValidCheckpoint as exc:
+        log.warning("%s", exc)
+        return None
+    if found is None:
+        return None
+    return {**found.metadata.summary(), "checkpoint_path": storage.url_of(found.path)}
 
 
 def referenced_files(metadatas: Iterable[CheckpointMetadata]) -> set[str]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from runtime.durations import parse_duration
-from runtime.layout import CheckpointFormatError, validate_job_name
+from runtime.layout import CheckpointFormatError, validate_job_name, validate_key
 
 TRIGGERS = ("available-now", "continuous")
 OUTPUT_MODES = ("append", "update", "complete")
@@ -53,6 +53,7 @@ class JobOptions:
     externalized_retention: str = "retain-on-cancellation"
     restore_from: str = "latest"
     working_dir: str | None = None
+    run_key: str | None = None
     conf: dict[str, str] = field(default_factory=dict)
     storage_options: dict[str, Any] = field(default_factory=dict)
 
@@ -92,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--externalized-retention", help="retain-on-cancellation (default), delete-on-cancellation, no-externalized")
     add("--restore-from", help="latest (default), none, or the path of a chk-<N> folder")
     add("--working-dir", help="where Spark's working checkpoint folder lives (default: local temp dir)")
+    add("--run-key", help="caller-chosen key: the run's result goes to _control/runs/KEY.json; stop requests name it")
     add("--conf", action="append", metavar="KEY=VALUE", help="Spark conf for the session (repeatable)")
     return parser
 
@@ -156,6 +158,11 @@ def options_from_mapping(values: dict[str, Any]) -> JobOptions:
         validate_job_name(str(values["job_name"]))
     except CheckpointFormatError as exc:
         raise OptionsError(str(exc)) from None
+    if values.get("run_key") is not None:
+        try:
+            validate_key(str(values["run_key"]), "--run-key")
+        except CheckpointFormatError as exc:
+            raise OptionsError(str(exc)) from None
     for key, choices in _CHOICES.items():
         if key in values and values[key] not in choices:
             raise OptionsError(f"--{key.replace('_', '-')} {values[key]!r} is not one of {', '.join(choices)}")

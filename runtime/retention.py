@@ -125,3 +125,106 @@ def apply_externalized_retention(storage: CheckpointStorage, policy: str, outcom
         ", ".join(f"chk-{i}" for i in ids) or "(none)",
     )
     return ids
+
+
+@dataclass
+class JobRetentionPlan:
+    """Everything retention would delete for one job, with why it keeps the rest (job-relative paths)."""
+
+    kept_checkpoints: list[int]
+    kept_savepoints: list[str]
+    delete_checkpoints: list[int]
+    delete_savepoints: list[str]
+    delete_orphan_folders: list[int]
+    delete_shared: list[str]
+    bytes_freed: int
+
+    def as_report(self, *, dry_run: bool) -> dict:
+        return {
+            "dry_run": dry_run,
+            "kept": {"checkpoints": self.kept_checkpoints, "savepoints": self.kept_savepoints},
+            "deleted": {
+                "checkpoints": self.delete_checkpoints,
+                "savepoints": self.delete_savepoints,
+                "orphan_checkpoint_folders": self.delete_orphan_folders,
+                "shared_files": self.delete_shared,
+            },
+            "bytes_freed": self.bytes_freed,
+        }
+
+
+def plan_job_retention(
+    storage: CheckpointStorage,
+    *,
+    num_retained: int,
+    savepoint_max_count: int | None = None,
+    savepoint_max_age: float | None = None,
+    orphan_grace: float = 3600.0,
+    now: float,
+) -> JobRetentionPlan:
+    """Plan retention for a job that may be running right now.
+
+    - Completed checkpoints beyond the ``num_retained`` newest are deleted.
+    - Savepoints beyond ``savepoint_max_count`` or older than ``savepoint_max_age`` seconds are deleted,
+      but the newest savepoint is always kept.
+    - Orphans are deleted only when older than ``orphan_grace`` seconds: ``chk-*`` folders without a
+      readable ``_metadata`` (a running job's pending checkpoint looks like one until it completes) and
+      shared files nothing retained references (a pending checkpoint uploads those first).
+    """
+    if num_retained < 1:
+        raise ValueError("num_retained must be at least 1")
+    completed: dict[int, CheckpointMetadata] = {}
+    orphan_folders: list[int] = []
+    sizes: dict[int, int] = {}
+    for checkpoint_id in storage.checkpoint_ids():
+        files = storage.files_with_details(storage.checkpoint_path(checkpoint_id))
+        sizes[checkpoint_id] = sum(size for size, _ in files.values())
+        try:
+            completed[checkpoint_id] = storage.read_checkpoint(checkpoint_id)
+        except DamagedCheckpoint:
+            newest = max((m for _, m in files.values() if m is not None), default=None)
+            if newest is not None and now - newest > orphan_grace:
+                orphan_folders.append(checkpoint_id)
+    keep = sorted(completed)[-num_retained:]
+    delete = sorted(i for i in completed if i not in keep)
+
+    savepoints: list[tuple[str, CheckpointMetadata]] = []
+    for name in storage.savepoint_names():
+        try:
+            savepoints.append((name, storage.read_savepoint(name)))
+        except (DamagedCheckpoint, ValueError):
+            continue  # not ours to judge: retention never deletes what it cannot read
+    savepoints.sort(key=lambda item: item[1].completion_timestamp_ms, reverse=True)
+    drop_savepoints = []
+    for index, (name, meta) in enumerate(savepoints):
+        if index == 0:
+            continue  # always keep the newest savepoint
+        too_many = savepoint_max_count is not None and index >= savepoint_max_count
+        too_old = savepoint_max_age is not None and now - meta.completion_timestamp_ms / 1000 > savepoint_max_age
+        if too_many or too_old:
+            drop_savepoints.append(name)
+    kept_savepoints = [name for name, _ in savepoints if name not in drop_savepoints]
+
+    referenced = referenced_files(completed[i] for i in keep)
+    shared = storage.files_with_details(storage.shared_path)
+    delete_shared = sorted(
+        path
+        for path, (_, modified) in shared.items()
+        if path not in referenced and modified is not None and now - modified > orphan_grace
+    )
+    freed = sum(shared[p][0] for p in delete_shared) + sum(sizes[i] for i in delete + orphan_folders)
+    for name in drop_savepoints:
+        freed += sum(size for size, _ in storage.files_with_details(storage.savepoint_path(name)).values())
+    return JobRetentionPlan(
+        keep, sorted(kept_savepoints), delete, sorted(drop_savepoints), orphan_folders, delete_shared, freed
+    )
+
+
+def apply_job_retention(storage: CheckpointStorage, plan: JobRetentionPlan) -> None:
+    """Carry out a ``JobRetentionPlan``: metadata-first deletes, then files nothing references."""
+    for checkpoint_id in plan.delete_checkpoints + plan.delete_orphan_folders:
+        storage.discard_checkpoint(checkpoint_id)
+    for name in plan.delete_savepoints:
+        storage.discard_savepoint(name)
+    for relative in plan.delete_shared:
+        storage.delete_job_file(relative)

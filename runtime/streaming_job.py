@@ -23,7 +23,7 @@ from typing import Any
 from runtime.coordinator import CheckpointConfig, CheckpointCoordinator
 from runtime.errors import JobFailed, PipelineError
 from runtime.fingerprint import plan_fingerprint
-from runtime.layout import CheckpointMetadata, CheckpointStorage
+from runtime.layout import CheckpointMetadata, CheckpointStorage, ControlChannel, now_ms
 from runtime.options import JobOptions
 from runtime.restore import RestorePoint, check_compatible, resolve_restore_point
 from runtime.retention import apply_externalized_retention
@@ -35,6 +35,7 @@ from runtime.working_copy import WorkingCopy
 log = logging.getLogger(__name__)
 
 ROCKSDB_PROVIDER_HINT = "RocksDB"
+CONTROL_POLL_SECONDS = 1.0
 
 
 def create_session(options: JobOptions) -> Any:
@@ -111,8 +112,22 @@ class StreamingJob:
         self._stop_requested.set()
 
     def run(self) -> dict[str, Any]:
+        """Run the job; with ``--run-key`` the outcome is also written to ``_control/runs/<key>.json``."""
         opts = self.options
         storage = CheckpointStorage(opts.checkpoint_root, opts.job_name, opts.storage_options)
+        if not opts.run_key:
+            return self._run(storage)
+        control = ControlChannel(storage)
+        try:
+            result = self._run(storage)
+        except Exception as exc:
+            control.write_run_report(opts.run_key, {"status": "failed", "error": str(exc), "run_id": self.run_id})
+            raise
+        control.write_run_report(opts.run_key, result)
+        return result
+
+    def _run(self, storage: CheckpointStorage) -> dict[str, Any]:
+        opts = self.options
         point = resolve_restore_point(storage, opts.restore_from)
         spark = self._spark or create_session(opts)
         if self._spark is not None:
@@ -155,7 +170,7 @@ class StreamingJob:
         )
         outcome = "failed"
         try:
-            outcome, final = self._run_query(spark, df, sink, coordinator, working)
+            outcome, final = self._run_query(spark, df, sink, coordinator, working, ControlChannel(storage))
         finally:
             coordinator.shutdown()
             apply_externalized_retention(storage, opts.externalized_retention, outcome)
@@ -198,7 +213,15 @@ class StreamingJob:
 
         return on_completed
 
-    def _run_query(self, spark: Any, df: Any, sink: Sink, coordinator: CheckpointCoordinator, working: WorkingCopy):
+    def _run_query(
+        self,
+        spark: Any,
+        df: Any,
+        sink: Sink,
+        coordinator: CheckpointCoordinator,
+        working: WorkingCopy,
+        control: ControlChannel,
+    ):
         opts = self.options
         at_least_once = opts.checkpointing_mode == "at-least-once"
 
@@ -221,6 +244,8 @@ class StreamingJob:
             writer = writer.trigger(processingTime=f"{int(opts.batch_interval * 1000)} milliseconds")
         coordinator.start()
         started = time.monotonic()
+        started_ms = now_ms()
+        next_control_check = 0.0
         query = writer.start()
         listener.run_id = str(query.runId)
         self.rows = listener.rows
@@ -230,6 +255,9 @@ class StreamingJob:
                 if coordinator.fatal:
                     self._stop_between_batches(query)
                     raise JobFailed(coordinator.fatal)
+                if time.monotonic() >= next_control_check:
+                    next_control_check = time.monotonic() + CONTROL_POLL_SECONDS
+                    self._handle_control_requests(control, started_ms)
                 overdue = opts.max_duration is not None and time.monotonic() - started > opts.max_duration
                 if self._stop_requested.is_set() or overdue:
                     if overdue:
@@ -254,6 +282,28 @@ class StreamingJob:
                 query.stop()
             spark.streams.removeListener(listener.listener)
         return outcome, final
+
+    def _handle_control_requests(self, control: ControlChannel, started_ms: int) -> None:
+        """Answer stop requests for this run (its run key, or any run if the request names none)."""
+        try:
+            requests = control.pending()
+        except Exception:  # storage hiccup: try again at the next poll, never fail the job for it
+            log.warning("could not read control requests", exc_info=True)
+            return
+        for request in requests:
+            if isinstance(request, tuple):
+                trigger_id, reason = request
+                log.warning("refusing control request %s: %s", trigger_id, reason)
+                control.respond(trigger_id, {"status": "rejected", "reason": reason})
+                continue
+            if request.run_key is not None and request.run_key != self.options.run_key:
+                continue  # addressed to another run of this job
+            if request.run_key is None and request.created_ms < started_ms:
+                control.respond(request.trigger_id, {"status": "expired", "reason": "made before this run started"})
+                continue
+            log.info("control request %s: %s", request.trigger_id, request.action)
+            control.respond(request.trigger_id, {"status": "accepted", "action": request.action, "run_id": self.run_id})
+            self.request_stop()
 
     def _stop_between_batches(self, query: Any) -> None:
         """Stop when no batch is running: stopping inside a Python foreachBatch can wedge the stream thread."""

@@ -184,3 +184,45 @@ def completed_checkpoints(root: Path, job: str) -> list[int]:
 def caplog_info(caplog):
     caplog.set_level(logging.INFO)
     return caplog
+
+
+def checkpoint_metadata(checkpoint_id: int, files: list, job: str = "j", completion_ms: int | None = None):
+    """Format-valid metadata for tests that need checkpoints on disk without running Spark."""
+    from runtime.layout import CheckpointMetadata, now_ms
+
+    completion = completion_ms if completion_ms is not None else now_ms()
+    return CheckpointMetadata(
+        id=checkpoint_id,
+        kind="checkpoint",
+        job_name=job,
+        run_id="r1",
+        batch_id=checkpoint_id,
+        trigger_timestamp_ms=completion - 5,
+        completion_timestamp_ms=completion,
+        checkpointing_mode="exactly-once",
+        files=files,
+        state_bytes=sum(f.size for f in files if f.shared),
+        bytes_written=0,
+    )
+
+
+def write_checkpoint(storage, checkpoint_id: int, shared: list[str], completion_ms: int | None = None):
+    """Write a small complete checkpoint (files, then ``_metadata``) through the format module."""
+    from runtime.layout import FileEntry
+
+    def put(relative: str, data: bytes) -> None:
+        path = Path(storage.job_file(relative))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+
+    files = []
+    for name in shared:
+        relative = storage.shared_relative_file("r1", name)
+        put(relative, b"x" * 10)
+        files.append(FileEntry(relative, name, 10, True))
+    relative = storage.checkpoint_relative_file(checkpoint_id, "commits/0")
+    put(relative, b"v1\n{}")
+    files.append(FileEntry(relative, "commits/0", 5, False))
+    meta = checkpoint_metadata(checkpoint_id, files, job=storage.job_name, completion_ms=completion_ms)
+    storage.write_checkpoint_metadata(meta)
+    return meta

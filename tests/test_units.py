@@ -10,7 +10,6 @@ import pytest
 from runtime.durations import format_bytes, parse_duration
 from runtime.layout import (
     CheckpointFormatError,
-    CheckpointMetadata,
     CheckpointStorage,
     DamagedCheckpoint,
     FileEntry,
@@ -20,6 +19,7 @@ from runtime.layout import (
 from runtime.options import OptionsError, parse_options
 from runtime.retention import plan_retention
 from runtime.state_files import CaptureError, UnsupportedStateStore, select_files
+from tests.conftest import checkpoint_metadata, write_checkpoint
 
 BASE = ["--job-name", "j", "--checkpoint-root", "/tmp/r", "--pipeline", "m:f"]
 
@@ -104,47 +104,11 @@ def test_job_names_cannot_escape_the_root(name):
         validate_job_name(name)
 
 
-def _meta(checkpoint_id: int, files: list[FileEntry], job: str = "j") -> CheckpointMetadata:
-    return CheckpointMetadata(
-        id=checkpoint_id,
-        kind="checkpoint",
-        job_name=job,
-        run_id="r1",
-        batch_id=checkpoint_id,
-        trigger_timestamp_ms=1,
-        completion_timestamp_ms=2,
-        checkpointing_mode="exactly-once",
-        files=files,
-        state_bytes=sum(f.size for f in files if f.shared),
-        bytes_written=0,
-    )
-
-
-def _put(storage: CheckpointStorage, relative: str, data: bytes) -> None:
-    path = Path(storage.job_file(relative))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
-
-
-def _write_checkpoint(storage: CheckpointStorage, checkpoint_id: int, shared: list[str]) -> CheckpointMetadata:
-    files = []
-    for name in shared:
-        rel = storage.shared_relative_file("r1", name)
-        _put(storage, rel, b"x" * 10)
-        files.append(FileEntry(rel, name, 10, True))
-    rel = storage.checkpoint_relative_file(checkpoint_id, "commits/0")
-    _put(storage, rel, b"v1\n{}")
-    files.append(FileEntry(rel, "commits/0", 5, False))
-    meta = _meta(checkpoint_id, files)
-    storage.write_checkpoint_metadata(meta)
-    return meta
-
-
 def test_metadata_roundtrip_and_latest_skips_damaged(tmp_path: Path, caplog):
     storage = CheckpointStorage(str(tmp_path), "j")
-    _write_checkpoint(storage, 1, ["state/0/0/1.delta"])
-    _write_checkpoint(storage, 2, ["state/0/0/1.delta", "state/0/0/2.delta"])
-    third = _write_checkpoint(storage, 3, ["state/0/0/1.delta", "state/0/0/3.delta"])
+    write_checkpoint(storage, 1, ["state/0/0/1.delta"])
+    write_checkpoint(storage, 2, ["state/0/0/1.delta", "state/0/0/2.delta"])
+    third = write_checkpoint(storage, 3, ["state/0/0/1.delta", "state/0/0/3.delta"])
     assert storage.latest_valid_checkpoint().metadata.id == 3
     assert storage.read_checkpoint(3).files == third.files
     # A missing shared file makes chk-3 invalid; a truncated _metadata makes chk-2 invalid.
@@ -174,7 +138,7 @@ def test_metadata_roundtrip_and_latest_skips_damaged(tmp_path: Path, caplog):
 )
 def test_hostile_metadata_is_rejected(tmp_path: Path, mutate, reason):
     storage = CheckpointStorage(str(tmp_path), "j")
-    _write_checkpoint(storage, 1, [])
+    write_checkpoint(storage, 1, [])
     path = tmp_path / "j" / "chk-1" / "_metadata"
     data = json.loads(path.read_text())
     mutate(data)
@@ -185,7 +149,7 @@ def test_hostile_metadata_is_rejected(tmp_path: Path, mutate, reason):
 
 def test_restore_paths_must_be_this_jobs_checkpoints(tmp_path: Path):
     storage = CheckpointStorage(str(tmp_path / "root"), "j")
-    _write_checkpoint(storage, 1, [])
+    write_checkpoint(storage, 1, [])
     assert storage.resolve_snapshot(str(tmp_path / "root" / "j" / "chk-1")).metadata.id == 1
     assert storage.resolve_snapshot(f"file://{tmp_path}/root/j/chk-1/_metadata").metadata.id == 1
     for bad, message in (
@@ -242,7 +206,13 @@ def test_selection_refuses_incomplete_batches_and_rocksdb():
 
 def test_retention_plan_keeps_newest_and_what_they_reference():
     a, b, c = (FileEntry(f"shared/r/{n}", n, 10, True) for n in "abc")
-    checkpoints = {1: _meta(1, [a]), 2: _meta(2, [a, b]), 3: None, 4: _meta(4, [b, c]), 5: _meta(5, [c])}
+    checkpoints = {
+        1: checkpoint_metadata(1, [a]),
+        2: checkpoint_metadata(2, [a, b]),
+        3: None,
+        4: checkpoint_metadata(4, [b, c]),
+        5: checkpoint_metadata(5, [c]),
+    }
     shared = {"shared/r/a": 10, "shared/r/b": 10, "shared/r/c": 10, "shared/r/orphan": 10}
     plan = plan_retention(checkpoints, shared, 2, older_than=6)
     assert plan.keep == [4, 5]

@@ -1,0 +1,61 @@
+"""Provider metadata for Airflow's ``apache_airflow_provider`` entry point."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def get_provider_info() -> dict[str, Any]:
+    """What ``airflow providers list`` and the connection form know about this provider."""
+    return {
+        "package-name": "airflow-checkpoint-provider",
+        "name": "Checkpoints for Spark Structured Streaming",
+        "description": "Flink-grade checkpoints, retention and restore for Spark Structured Streaming jobs.",
+        "versions": ["0.1.0"],
+        "integrations": [
+            {
+                "integration-name": "Spark Structured Streaming checkpoints",
+                "external-doc-url": "https://spark.apache.org/docs/latest/streaming/index.html",
+                "tags": ["apache"],
+            }
+        ],
+        "hooks": [
+            {
+                "integration-name": "Spark Structured Streaming checkpoints",
+                "python-modules": [
+                    "airflow_checkpoint_provider.hooks.checkpoint_storage",
+                    "airflow_checkpoint_provider.hooks.streaming_job",
+                ],
+            }
+        ],
+        "operators": [
+            {
+                "integration-name": "Spark Structured Streaming checkpoints",
+                "python-modules": [
+                    "airflow_checkpoint_provider.operators.streaming_job",
+                    "airflow_checkpoint_provider.operators.retention",
+                ],
+            }
+        ],
+        "sensors": [
+            {
+                "integration-name": "Spark Structured Streaming checkpoints",
+                "python-modules": [
+                    "airflow_checkpoint_provider.sensors.checkpoint",
+                    "airflow_checkpoint_provider.sensors.health",
+                ],
+            }
+        ],
+        "triggers": [
+            {
+                "integration-name": "Spark Structured Streaming checkpoints",
+                "python-modules": ["airflow_checkpoint_provider.triggers.checkpoint"],
+            }
+        ],
+        "connection-types": [
+            {
+                "hook-class-name": "airflow_checkpoint_provider.hooks.checkpoint_storage.CheckpointStorageHook",
+                "connection-type": "checkpoint_storage",
+            }
+        ],
+    }

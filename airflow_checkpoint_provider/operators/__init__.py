@@ -1,0 +1,9 @@
+"""Operators: run a checkpointed job, restore it, enforce retention."""
+
+from airflow_checkpoint_provider.operators.retention import CheckpointRetentionOperator
+from airflow_checkpoint_provider.operators.streaming_job import (
+    CheckpointedStreamingJobOperator,
+    RestoreFromCheckpointOperator,
+)
+
+__all__ = ["CheckpointedStreamingJobOperator", "CheckpointRetentionOperator", "RestoreFromCheckpointOperator"]

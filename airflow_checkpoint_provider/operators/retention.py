@@ -1,0 +1,78 @@
+"""Retention for a job's checkpoint folder, safe while the job runs."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from airflow.sdk import BaseOperator, Context
+
+from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
+from runtime.durations import parse_duration
+from runtime.retention import apply_job_retention, plan_job_retention
+
+
+class CheckpointRetentionOperator(BaseOperator):
+    """Delete what a job's retention policy does not keep, and report it.
+
+    Keeps the ``num_retained`` newest completed checkpoints and every shared file they reference. Savepoints
+    go by ``savepoint_max_count`` / ``savepoint_max_age`` but the newest is always kept. Orphans (``chk-*``
+    folders without ``_metadata``, shared files nothing retained references) go only when older than
+    ``orphan_grace_period``, so a checkpoint the running job is writing right now is never touched.
+
+    :param job_name: the job folder (templated).
+    :param checkpoint_root: the checkpoint root (templated).
+    :param num_retained: completed checkpoints to keep (default 3).
+    :param savepoint_max_count: savepoints to keep at most (None: no limit).
+    :param savepoint_max_age: delete savepoints older than this, e.g. ``30d`` (None: no limit).
+    :param orphan_grace_period: minimum age of an orphan before it is deleted (default ``1h``).
+    :param dry_run: plan and report only.
+    :param storage_conn_id: ``checkpoint_storage`` connection, if the storage needs credentials.
+    :return: ``{"dry_run", "kept": {...}, "deleted": {...}, "bytes_freed"}``
+    """
+
+    template_fields: Sequence[str] = ("job_name", "checkpoint_root", "num_retained", "dry_run")
+    ui_color = "#f0e4e4"
+
+    def __init__(
+        self,
+        *,
+        job_name: str,
+        checkpoint_root: str,
+        num_retained: int = 3,
+        savepoint_max_count: int | None = None,
+        savepoint_max_age: str | None = None,
+        orphan_grace_period: str = "1h",
+        dry_run: bool = False,
+        storage_conn_id: str | None = None,
+        **kwargs: Any,
+    ):
+        super().__init__(**kwargs)
+        self.job_name = job_name
+        self.checkpoint_root = checkpoint_root
+        self.num_retained = num_retained
+        self.savepoint_max_count = savepoint_max_count
+        self.savepoint_max_age = savepoint_max_age
+        self.orphan_grace_period = orphan_grace_period
+        self.dry_run = dry_run
+        self.storage_conn_id = storage_conn_id
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        storage = CheckpointStorageHook(self.storage_conn_id).storage(self.checkpoint_root, self.job_name)
+        dry_run = self.dry_run if isinstance(self.dry_run, bool) else str(self.dry_run).lower() == "true"
+        plan = plan_job_retention(
+            storage,
+            num_retained=int(self.num_retained),
+            savepoint_max_count=self.savepoint_max_count,
+            savepoint_max_age=parse_duration(self.savepoint_max_age, name="savepoint_max_age")
+            if self.savepoint_max_age
+            else None,
+            orphan_grace=parse_duration(self.orphan_grace_period, name="orphan_grace_period"),
+            now=time.time(),
+        )
+        report = plan.as_report(dry_run=dry_run)
+        if not dry_run:
+            apply_job_retention(storage, plan)
+        self.log.info("retention for %s%s: %s", storage.location, " (dry run)" if dry_run else "", report)
+        return report

@@ -1,0 +1,254 @@
+"""Operators that run a checkpointed streaming job: submit it, or restore it from a chosen checkpoint."""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk import BaseOperator, Context
+
+try:
+    from airflow.sdk.exceptions import AirflowException
+except ImportError:  # pragma: no cover - older task SDKs
+    from airflow.exceptions import AirflowException
+
+from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
+from airflow_checkpoint_provider.hooks.streaming_job import StreamingJobHook
+from runtime.layout import CheckpointFormatError
+from runtime.options import OptionsError, options_from_mapping
+
+# Runtime options the operator passes through when set (snake_case names, as the runtime accepts them).
+_PASSED_OPTIONS = (
+    "job_name",
+    "checkpoint_root",
+    "pipeline",
+    "sink",
+    "output_mode",
+    "trigger",
+    "batch_interval",
+    "max_duration",
+    "checkpoint_interval",
+    "checkpointing_mode",
+    "num_retained",
+)
+
+
+def run_key_of(context: Context) -> str:
+    """A key naming this task try, safe as a file name: the runtime reports under it and obeys stops for it."""
+    ti = context["ti"]
+    raw = f"{ti.dag_id}.{ti.task_id}.{ti.run_id}.{getattr(ti, 'map_index', -1)}.try{ti.try_number}"
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", raw)[:200]
+
+
+class CheckpointedStreamingJobOperator(BaseOperator):
+    """Run a Spark Structured Streaming job with Flink-style checkpoints (the runtime, via spark-submit).
+
+    Keyword arguments mirror the runtime's options in snake_case (see the README for each one's meaning
+    and default). Every retry restores from the latest checkpoint. Returns the run's report to XCom:
+    ``checkpoint_id``, ``checkpoint_path``, ``restored_from``, ``batches``, ``rows``, ``status`` and more.
+
+    :param job_name: stable job folder name under the checkpoint root (templated).
+    :param checkpoint_root: a path, ``file://`` URL or any fsspec URL (templated).
+    :param pipeline: ``module:function`` returning an unstarted streaming DataFrame (templated).
+    :param sink: ``parquet:PATH``, ``console`` or ``module:Class`` (templated).
+    :param output_mode: ``append``, ``update`` or ``complete``.
+    :param trigger: ``available-now`` (default) or ``continuous``.
+    :param batch_interval: continuous: time between batches, e.g. ``500ms``.
+    :param max_duration: continuous: stop gracefully after this long, e.g. ``10min``.
+    :param checkpoint_interval: e.g. ``10s`` (runtime default).
+    :param checkpointing_mode: ``exactly-once`` (default) or ``at-least-once``.
+    :param num_retained: completed checkpoints to keep (runtime default 3).
+    :param restore_from: ``latest`` (default), ``none`` or a ``chk-N`` path (templated).
+    :param conn_id: Spark connection (default ``spark_default``); it must exist.
+    :param conf: Spark confs for spark-submit (templated).
+    :param py_files: files or package folders to ship with the job, e.g. the pipeline's package (templated).
+    :param env_vars: environment for spark-submit (templated).
+    :param storage_conn_id: ``checkpoint_storage`` connection with fsspec storage options, if needed.
+    :param runtime_options: any other runtime option, e.g. ``{"min_pause": "5s", "tolerable_failed_checkpoints": 2}``.
+    :param stop_timeout: seconds ``on_kill`` waits for a graceful stop before killing spark-submit.
+    """
+
+    template_fields: Sequence[str] = (
+        "job_name",
+        "checkpoint_root",
+        "pipeline",
+        "sink",
+        "output_mode",
+        "trigger",
+        "batch_interval",
+        "max_duration",
+        "checkpoint_interval",
+        "checkpointing_mode",
+        "num_retained",
+        "restore_from",
+        "conf",
+        "py_files",
+        "env_vars",
+        "runtime_options",
+    )
+    ui_color = "#e4f0e8"
+
+    def __init__(
+        self,
+        *,
+        job_name: str,
+        checkpoint_root: str,
+        pipeline: str,
+        sink: str = "console",
+        output_mode: str = "append",
+        trigger: str = "available-now",
+        batch_interval: str | None = None,
+        max_duration: str | None = None,
+        checkpoint_interval: str | None = None,
+        checkpointing_mode: str | None = None,
+        num_retained: int | str | None = None,
+        restore_from: str = "latest",
+        conn_id: str = "spark_default",
+        conf: dict[str, Any] | None = None,
+        py_files: list[str] | None = None,
+        env_vars: dict[str, str] | None = None,
+        storage_conn_id: str | None = None,
+        runtime_options: dict[str, Any] | None = None,
+        stop_timeout: float = 120.0,
+        **kwargs: Any,
+    ):
+        super().__init__(**kwargs)
+        self.job_name = job_name
+        self.checkpoint_root = checkpoint_root
+        self.pipeline = pipeline
+        self.sink = sink
+        self.output_mode = output_mode
+        self.trigger = trigger
+        self.batch_interval = batch_interval
+        self.max_duration = max_duration
+        self.checkpoint_interval = checkpoint_interval
+        self.checkpointing_mode = checkpointing_mode
+        self.num_retained = num_retained
+        self.restore_from = restore_from
+        self.conn_id = conn_id
+        self.conf = conf or {}
+        self.py_files = py_files or []
+        self.env_vars = env_vars or {}
+        self.storage_conn_id = storage_conn_id
+        self.runtime_options = runtime_options or {}
+        self.stop_timeout = stop_timeout
+        self._job_hook: StreamingJobHook | None = None
+        self._run_key: str | None = None
+
+    @property
+    def storage_hook(self) -> CheckpointStorageHook:
+        return CheckpointStorageHook(self.storage_conn_id)
+
+    def runtime_values(self, restore_from: str, run_key: str) -> dict[str, Any]:
+        """The runtime options for this try, validated by the runtime's own rules."""
+        values = {name: getattr(self, name) for name in _PASSED_OPTIONS if getattr(self, name) not in (None, "")}
+        values.update({k: v for k, v in self.runtime_options.items() if v not in (None, "")})
+        values.update(restore_from=restore_from, run_key=run_key)
+        try:
+            options_from_mapping(values)
+        except (OptionsError, CheckpointFormatError) as exc:
+            raise AirflowException(f"{self.task_id}: {exc}") from None
+        return values
+
+    def choose_restore(self, context: Context) -> str:
+        """``restore_from`` for this try: a retry restores from the latest checkpoint this DAG run made."""
+        if self.restore_from == "latest" or context["ti"].try_number <= 1:
+            return self.restore_from
+        latest = self.storage_hook.latest_checkpoint(self.checkpoint_root, self.job_name)
+        started = context["dag_run"].start_date
+        if latest and (started is None or latest["completion_timestamp_ms"] / 1000 >= _timestamp(started)):
+            self.log.info(
+                "retry %d: restoring from the latest checkpoint %s", context["ti"].try_number, latest["checkpoint_path"]
+            )
+            return "latest"
+        return self.restore_from
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        restore_from = self.choose_restore(context)
+        self._run_key = run_key_of(context)
+        values = self.runtime_values(restore_from, self._run_key)
+        args = [item for key, value in values.items() for item in (f"--{key.replace('_', '-')}", str(value))]
+        self._job_hook = StreamingJobHook(
+            conn_id=self.conn_id,
+            conf=self.conf,
+            py_files=self.py_files,
+            env_vars=self.env_vars,
+            name=f"checkpointed:{self.job_name}",
+        )
+        control = self.storage_hook.control(self.checkpoint_root, self.job_name)
+        with tempfile.TemporaryDirectory(prefix="checkpointed-job-") as workdir:
+            try:
+                self._job_hook.submit(args, self.storage_hook.storage_options(), Path(workdir))
+            except AirflowException as exc:
+                report = control.run_report(self._run_key)
+                if report and report.get("error"):
+                    raise AirflowException(f"job {self.job_name!r} failed: {report['error']}") from exc
+                raise
+        report = control.run_report(self._run_key)
+        if report is None:
+            raise AirflowException(
+                f"job {self.job_name!r}: spark-submit exited 0 but the runtime wrote no run report under "
+                f"{self.checkpoint_root}/{self.job_name}/_control/runs/{self._run_key}.json"
+            )
+        return {**report, "run_key": self._run_key}
+
+    def on_kill(self) -> None:
+        """Stop gracefully (finish the batch, final checkpoint, commit); kill only if that times out."""
+        hook = self._job_hook
+        if hook is None or hook.process is None or hook.process.poll() is not None:
+            return
+        try:
+            self.storage_hook.control(self.checkpoint_root, self.job_name).request(
+                f"stop-{self._run_key}", "stop", self._run_key
+            )
+            self.log.info("asked job %r to stop gracefully; waiting up to %ss", self.job_name, self.stop_timeout)
+        except Exception:
+            self.log.exception("could not write the stop request; killing spark-submit")
+            hook.kill()
+            return
+        if not hook.wait_for_exit(self.stop_timeout):
+            self.log.warning("job %r did not stop within %ss; killing spark-submit", self.job_name, self.stop_timeout)
+            hook.kill()
+
+
+class RestoreFromCheckpointOperator(CheckpointedStreamingJobOperator):
+    """Resolve the latest valid checkpoint (or ``restore_from``, a ``chk-N`` path) and run the job from it.
+
+    Fails with a clear message when the job has no valid checkpoint, unless ``allow_fresh_start=True``.
+
+    :param allow_fresh_start: start from empty state when there is no checkpoint to restore.
+    """
+
+    def __init__(self, *, allow_fresh_start: bool = False, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.allow_fresh_start = allow_fresh_start
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        storage = self.storage_hook.storage(self.checkpoint_root, self.job_name)
+        if self.restore_from in ("latest", "", None):
+            latest = self.storage_hook.latest_checkpoint(self.checkpoint_root, self.job_name)
+            if latest is None:
+                if not self.allow_fresh_start:
+                    raise AirflowException(
+                        f"{storage.location} has no valid checkpoint to restore from; set allow_fresh_start=True "
+                        "to start from empty state"
+                    )
+                self.log.warning("no valid checkpoint for job %r; starting fresh (allow_fresh_start)", self.job_name)
+                self.restore_from = "none"
+            else:
+                self.log.info("restoring job %r from %s", self.job_name, latest["checkpoint_path"])
+                self.restore_from = latest["checkpoint_path"]
+        elif self.restore_from != "none":
+            try:
+                storage.resolve_snapshot(self.restore_from)
+            except CheckpointFormatError as exc:
+                raise AirflowException(str(exc)) from None
+        return super().execute(context)
+
+
+def _timestamp(value: datetime | Any) -> float:
+    return value.timestamp() if hasattr(value, "timestamp") else float(value)

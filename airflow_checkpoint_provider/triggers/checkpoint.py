@@ -1,0 +1,60 @@
+"""Deferrable wait for a completed checkpoint: storage is checked in a thread, never in the event loop."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
+from runtime.layout import CheckpointStorage, find_completed_checkpoint
+
+
+class CheckpointTrigger(BaseTrigger):
+    """Fires once a valid checkpoint of ``job_name`` exists (newer than ``newer_than``, if given).
+
+    Yields ``{"status": "success", "checkpoint": {...}}`` or ``{"status": "error", "message": ...}``.
+    """
+
+    def __init__(
+        self,
+        *,
+        job_name: str,
+        checkpoint_root: str,
+        newer_than: int | None = None,
+        storage_conn_id: str | None = None,
+        poke_interval: float = 5.0,
+    ):
+        super().__init__()
+        self.job_name = job_name
+        self.checkpoint_root = checkpoint_root
+        self.newer_than = newer_than
+        self.storage_conn_id = storage_conn_id
+        self.poke_interval = poke_interval
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "job_name": self.job_name,
+                "checkpoint_root": self.checkpoint_root,
+                "newer_than": self.newer_than,
+                "storage_conn_id": self.storage_conn_id,
+                "poke_interval": self.poke_interval,
+            },
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        try:
+            options = await CheckpointStorageHook.astorage_options(self.storage_conn_id)
+            storage = await asyncio.to_thread(CheckpointStorage, self.checkpoint_root, self.job_name, options)
+            while True:
+                found = await asyncio.to_thread(find_completed_checkpoint, storage, self.newer_than)
+                if found is not None:
+                    yield TriggerEvent({"status": "success", "checkpoint": found})
+                    return
+                await asyncio.sleep(self.poke_interval)
+        except Exception as exc:  # the sensor turns this into a clear task failure
+            yield TriggerEvent({"status": "error", "message": f"{type(exc).__name__}: {exc}"})

@@ -1,0 +1,84 @@
+"""Restore automation: a continuous job, a checkpoint health check, and a restore when either fails.
+
+The job runs continuously for ``max_duration``. The health sensor then judges its checkpoints the way
+the Flink Kubernetes Operator does (or against ``max_age``). If the job failed or its checkpoints
+stalled, ``restore_from_latest`` restarts it from the latest valid checkpoint (available-now: it drains
+what is pending and checkpoints). Trigger it from the UI to tune the durations.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+from pathlib import Path
+
+from airflow.sdk import DAG, Param, TriggerRule
+
+from airflow_checkpoint_provider.operators import CheckpointedStreamingJobOperator, RestoreFromCheckpointOperator
+from airflow_checkpoint_provider.sensors import CheckpointHealthSensor
+
+# Where the demo's files live and how the example pipelines are shipped; replace with your own.
+DEMO_HOME = os.environ.get("CHECKPOINT_DEMO_HOME", "/tmp/airflow-checkpoint-demo")
+EXAMPLES_PACKAGE = str(Path(__file__).resolve().parents[1] / "examples")  # zipped into --py-files
+JOB_NAME_PATTERN = r"^[A-Za-z0-9._-]+$"
+
+
+def spark_conf(landing: str) -> dict[str, str]:
+    """Spark confs for the example pipelines: where events land, small settings for local mode."""
+    return {"spark.example.landing": landing, "spark.sql.shuffle.partitions": "4", "spark.ui.enabled": "false"}
+
+
+with DAG(
+    dag_id="restore_automation",
+    description="Continuous checkpointed job with health checks and restore-from-latest on failure",
+    schedule=None,
+    start_date=datetime(2026, 1, 1),
+    catchup=False,
+    max_active_runs=1,
+    tags=["checkpoints", "example"],
+    params={
+        "job_name": Param("event-stream", type="string", pattern=JOB_NAME_PATTERN),
+        "checkpoint_root": Param(f"{DEMO_HOME}/checkpoints", type="string"),
+        "landing": Param(f"{DEMO_HOME}/landing", type="string"),
+        "output": Param(f"{DEMO_HOME}/stream-output", type="string"),
+        "max_duration": Param("30s", type="string", description="how long the continuous run lasts"),
+        "checkpoint_interval": Param("2s", type="string"),
+        "max_age": Param("", type="string", description="health window override, e.g. 5min (empty: Flink's rule)"),
+    },
+) as dag:
+    run_job = CheckpointedStreamingJobOperator(
+        task_id="run_job",
+        job_name="{{ params.job_name }}",
+        checkpoint_root="{{ params.checkpoint_root }}",
+        pipeline="examples.pipelines:events",
+        sink="parquet:{{ params.output }}",
+        trigger="continuous",
+        batch_interval="500ms",
+        max_duration="{{ params.max_duration }}",
+        checkpoint_interval="{{ params.checkpoint_interval }}",
+        conf=spark_conf("{{ params.landing }}"),
+        py_files=[EXAMPLES_PACKAGE],
+    )
+    check_health = CheckpointHealthSensor(
+        task_id="check_health",
+        job_name="{{ params.job_name }}",
+        checkpoint_root="{{ params.checkpoint_root }}",
+        checkpoint_interval="{{ params.checkpoint_interval }}",
+        max_age="{{ params.max_age }}",
+        trigger_rule=TriggerRule.ALL_DONE,
+        poke_interval=5,
+        timeout=120,
+    )
+    restore_from_latest = RestoreFromCheckpointOperator(
+        task_id="restore_from_latest",
+        job_name="{{ params.job_name }}",
+        checkpoint_root="{{ params.checkpoint_root }}",
+        pipeline="examples.pipelines:events",
+        sink="parquet:{{ params.output }}",
+        trigger="available-now",
+        conf=spark_conf("{{ params.landing }}"),
+        py_files=[EXAMPLES_PACKAGE],
+        trigger_rule=TriggerRule.ONE_FAILED,
+    )
+    run_job >> check_health
+    [run_job, check_health] >> restore_from_latest
