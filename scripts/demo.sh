@@ -1,6 +1,17 @@
 #!/usr/bin/env bash
-# The main job: installs everything, then runs the end-to-end demo (local Spark, local files).
+# The main job: installs everything, migrates a local Airflow (SQLite), then runs the scheduled_streaming
+# example DAG twice with local Spark and prints where the checkpoints and output are.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec .venv/bin/python scripts/demo.py
+export PATH="$PWD/.venv/bin:$PATH"
+export CHECKPOINT_DEMO_HOME="$PWD/demo-output"
+export AIRFLOW_HOME="$CHECKPOINT_DEMO_HOME/airflow-home"
+export AIRFLOW__CORE__LOAD_EXAMPLES=False
+export AIRFLOW__CORE__DAGS_FOLDER="$PWD/dags"
+export AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "local[2]"}'
+export PYSPARK_PYTHON="$PWD/.venv/bin/python" PYSPARK_DRIVER_PYTHON="$PWD/.venv/bin/python"
+mkdir -p "$AIRFLOW_HOME"
+echo "== airflow db migrate (AIRFLOW_HOME=$AIRFLOW_HOME)"
+airflow db migrate > "$CHECKPOINT_DEMO_HOME/db-migrate.log" 2>&1 || { tail -20 "$CHECKPOINT_DEMO_HOME/db-migrate.log"; exit 1; }
+exec .venv/bin/python scripts/airflow_demo.py

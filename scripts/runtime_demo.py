@@ -7,7 +7,7 @@ A running count per key over a landing folder of JSON events, submitted with ``s
 3. more files arrive; an available-now run restores from the latest checkpoint and drains the rest.
 
 It then checks the counts against the input and prints where checkpoints and output are.
-Run it with ``bash scripts/demo.sh`` (which installs everything first).
+Run it with ``bash scripts/setup.sh && .venv/bin/python scripts/runtime_demo.py``.
 """
 
 from __future__ import annotations

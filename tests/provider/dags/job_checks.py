@@ -1,0 +1,103 @@
+"""DAGs for the provider's job tests; paths come in through the run's params."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from airflow.sdk import DAG, Param, task
+
+from airflow_checkpoint_provider.operators import CheckpointedStreamingJobOperator, CheckpointRetentionOperator
+from airflow_checkpoint_provider.sensors import CheckpointSensor
+
+EXAMPLES = str(Path(__file__).resolve().parents[3] / "examples")
+PARAMS = {
+    "root": Param("/nonexistent", type="string"),
+    "landing": Param("/nonexistent", type="string"),
+    "output": Param("/nonexistent", type="string"),
+}
+CONF = {
+    "spark.example.landing": "{{ params.landing }}",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.ui.enabled": "false",
+}
+
+
+def job(task_id: str, **kwargs) -> CheckpointedStreamingJobOperator:
+    options = {
+        "job_name": "orders",
+        "checkpoint_root": "{{ params.root }}",
+        "pipeline": "examples.pipelines:running_counts",
+        "sink": "parquet:{{ params.output }}",
+        "output_mode": "update",
+        "checkpoint_interval": "1s",
+        "conf": CONF,
+        "py_files": [EXAMPLES],
+        **kwargs,
+    }
+    return CheckpointedStreamingJobOperator(task_id=task_id, **options)
+
+
+@task
+def land_more_events(landing: str) -> int:
+    """Three more files arrive between the runs (ids from 100000, so they never clash)."""
+    for number in range(3):
+        rows = [{"id": 100_000 + number * 10 + n, "key": f"k{n % 5}", "value": n} for n in range(10)]
+        (Path(landing) / f"late-{number}.json").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return 30
+
+
+with DAG(dag_id="back_to_back", schedule=None, start_date=datetime(2026, 1, 1), params=PARAMS):
+    first = job("first_run", num_retained=2)
+    wait = CheckpointSensor(
+        task_id="wait_for_first_checkpoint",
+        job_name="orders",
+        checkpoint_root="{{ params.root }}",
+        newer_than="{{ ti.xcom_pull(task_ids='first_run')['checkpoint_id'] - 1 }}",
+        deferrable=True,
+        poke_interval=1,
+        timeout=120,
+    )
+    second = job("second_run", num_retained=2)
+    retention = CheckpointRetentionOperator(
+        task_id="retention",
+        job_name="orders",
+        checkpoint_root="{{ params.root }}",
+        num_retained=2,
+        orphan_grace_period="0s",
+    )
+    first >> wait >> land_more_events("{{ params.landing }}") >> second >> retention
+
+with DAG(
+    dag_id="deferred_wait",
+    schedule=None,
+    start_date=datetime(2026, 1, 1),
+    params={**PARAMS, "after": Param(0, type="integer")},
+):
+    CheckpointSensor(
+        task_id="wait",
+        job_name="orders",
+        checkpoint_root="{{ params.root }}",
+        newer_than="{{ params.after }}",
+        deferrable=True,
+        poke_interval=1,
+        timeout=300,
+    )
+
+with DAG(dag_id="killed_and_retried", schedule=None, start_date=datetime(2026, 1, 1), params=PARAMS):
+    stream = job(
+        "stream",
+        pipeline="examples.pipelines:events",
+        output_mode="append",
+        trigger="continuous",
+        batch_interval="200ms",
+        max_duration="25s",
+        retries=1,
+        retry_delay=timedelta(seconds=1),
+    )
+    drain = job("drain", pipeline="examples.pipelines:events", output_mode="append")
+    stream >> drain
+
+with DAG(dag_id="graceful_stop", schedule=None, start_date=datetime(2026, 1, 1), params=PARAMS):
+    job("stream", trigger="continuous", batch_interval="200ms", max_duration="10min")

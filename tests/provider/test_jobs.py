@@ -1,0 +1,137 @@
+"""The provider end to end: real Airflow (dag.test on SQLite), real spark-submit, real files."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from runtime.layout import CheckpointStorage, ControlChannel
+from tests.conftest import REPO, SPARK_CONF, Landing, completed_checkpoints, job_args, published_rows, subprocess_env
+from tests.provider.conftest import Later, load_dag, task_states, xcom
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+def _conf(tmp_path: Path, landing: Landing) -> dict[str, str]:
+    return {"root": str(tmp_path / "root"), "landing": str(landing.path), "output": str(tmp_path / "out")}
+
+
+def _landed_ids(landing: Landing) -> list[int]:
+    return sorted(json.loads(line)["id"] for f in landing.path.glob("*.json") for line in f.read_text().splitlines())
+
+
+def test_two_available_now_runs_a_deferrable_sensor_and_retention(tmp_path: Path, landing: Landing):
+    landing.add_files(4)
+    run = load_dag("back_to_back").test(run_conf=_conf(tmp_path, landing))
+    states = task_states(run)
+    assert set(states.values()) == {"success"}, states
+    first, second = xcom(run, "first_run"), xcom(run, "second_run")
+    assert second["restored_from"]["id"] == first["checkpoint_id"]
+    assert first["rows"] == 40 and second["rows"] == 30
+    assert xcom(run, "wait_for_first_checkpoint")["checkpoint_id"] == first["checkpoint_id"]
+    # Exactly once: every key's largest running count equals its number of input rows.
+    expected: dict[str, int] = {}
+    for f in landing.path.glob("*.json"):
+        for line in f.read_text().splitlines():
+            key = json.loads(line)["key"]
+            expected[key] = expected.get(key, 0) + 1
+    largest: dict[str, int] = {}
+    for row in published_rows(tmp_path / "out"):
+        largest[row["key"]] = max(largest.get(row["key"], 0), row["count"])
+    assert largest == expected
+    report = xcom(run, "retention")
+    remaining = completed_checkpoints(tmp_path / "root", "orders")
+    assert remaining == report["kept"]["checkpoints"] and len(remaining) == 2
+    assert sorted(p.name for p in (tmp_path / "root" / "orders").glob("chk-*")) == [f"chk-{i}" for i in remaining]
+
+
+def test_deferrable_sensor_waits_in_the_trigger_for_a_new_checkpoint(tmp_path: Path, landing: Landing):
+    landing.add_files(2)
+    root = tmp_path / "root"
+    args = job_args("orders", root, tmp_path / "work", landing, sink=f"parquet:{tmp_path / 'out'}")
+    args += [a for k, v in SPARK_CONF.items() for a in ("--conf", f"{k}={v}")]
+    # The job starts only once the sensor has deferred, so its checkpoint can only arrive through the trigger.
+    job = Later(
+        _sensor_deferred,
+        lambda: subprocess.Popen(
+            [sys.executable, "-m", "runtime", *args],
+            cwd=REPO,
+            env=subprocess_env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        ),
+    )
+    job.start()
+    run = load_dag("deferred_wait").test(run_conf={**_conf(tmp_path, landing), "after": 0})
+    assert job.error is None, job.error
+    assert task_states(run) == {"wait": "success"}
+    found = xcom(run, "wait")
+    assert found["checkpoint_id"] >= 1 and found["checkpoint_path"].startswith("file://")
+
+
+def _sensor_deferred() -> bool:
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+
+    # dag.test runs the trigger inline right after the task defers; the deferral leaves next_method set.
+    with create_session() as session:
+        query = session.query(TaskInstance).filter(TaskInstance.dag_id == "deferred_wait")
+        return query.filter(TaskInstance.next_method == "execute_complete").count() > 0
+
+
+def _kill_job_processes(root: Path) -> int:
+    """SIGKILL spark-submit's JVM and the Python driver of the job writing under ``root``."""
+    victims = [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if str(root) in " ".join(p.info["cmdline"] or []) and p.pid != os.getpid()
+    ]
+    for process in victims:
+        process.send_signal(signal.SIGKILL)
+    return len(victims)
+
+
+def test_task_killed_mid_job_is_retried_and_restores_from_latest(tmp_path: Path, landing: Landing):
+    landing.add_files(40)
+    root = tmp_path / "root"
+    killer = Later(lambda: len(completed_checkpoints(root, "orders")) >= 2, lambda: _kill_job_processes(root))
+    killer.start()
+    run = load_dag("killed_and_retried").test(run_conf=_conf(tmp_path, landing))
+    assert killer.error is None, killer.error
+    states = task_states(run)
+    assert states == {"stream": "success", "drain": "success"}, states
+    stream = xcom(run, "stream")
+    assert stream["restored_from"] is not None, "the retry restored from a checkpoint of the killed try"
+    assert stream["run_key"].endswith("try2")
+    ids = sorted(row["id"] for row in published_rows(tmp_path / "out"))
+    assert ids == _landed_ids(landing), "nothing lost, nothing twice"
+
+
+def test_stop_request_stops_the_job_gracefully_with_a_final_checkpoint(tmp_path: Path, landing: Landing):
+    landing.add_files(6)
+    root = tmp_path / "root"
+    dag = load_dag("graceful_stop")
+    operator = dag.task_dict["stream"]
+
+    def stop():
+        if operator._job_hook is not None:  # the very operator dag.test runs: exercise its on_kill
+            operator.on_kill()
+        else:  # on_kill's own step: a stop request in _control/
+            ControlChannel(CheckpointStorage(str(root), "orders")).request("stop-test", "stop")
+
+    stopper = Later(lambda: len(completed_checkpoints(root, "orders")) >= 1, stop)
+    stopper.start()
+    run = dag.test(run_conf=_conf(tmp_path, landing))
+    assert stopper.error is None, stopper.error
+    assert task_states(run) == {"stream": "success"}
+    result = xcom(run, "stream")
+    assert result["status"] == "cancelled"
+    assert result["checkpoint_id"] == completed_checkpoints(root, "orders")[-1]
+    assert not any((tmp_path / "out" / "_staging").glob("batch-*")), "everything processed was committed"
