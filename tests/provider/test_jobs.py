@@ -12,7 +12,6 @@ from pathlib import Path
 import psutil
 import pytest
 
-from runtime.layout import CheckpointStorage, ControlChannel
 from tests.conftest import REPO, SPARK_CONF, Landing, completed_checkpoints, job_args, published_rows, subprocess_env
 from tests.provider.conftest import Later, load_dag, task_states, xcom
 
@@ -114,22 +113,23 @@ def test_task_killed_mid_job_is_retried_and_restores_from_latest(tmp_path: Path,
     assert ids == _landed_ids(landing), "nothing lost, nothing twice"
 
 
-def test_stop_request_stops_the_job_gracefully_with_a_final_checkpoint(tmp_path: Path, landing: Landing):
+def test_killed_task_stops_the_job_gracefully_through_on_kill(tmp_path: Path, landing: Landing):
+    """SIGTERM to the task process (what a worker does to a killed task) runs the operator's on_kill:
+    a stop request in _control/, then the job finishes its batch, checkpoints, commits and exits 0."""
     landing.add_files(6)
     root = tmp_path / "root"
-    dag = load_dag("graceful_stop")
-    operator = dag.task_dict["stream"]
 
-    def stop():
-        if operator._job_hook is not None:  # the very operator dag.test runs: exercise its on_kill
-            operator.on_kill()
-        else:  # on_kill's own step: a stop request in _control/
-            ControlChannel(CheckpointStorage(str(root), "orders")).request("stop-test", "stop")
+    def terminate_task() -> None:
+        handler = signal.getsignal(signal.SIGTERM)
+        assert getattr(handler, "__name__", "") == "_on_term", f"the task runner's handler is not installed: {handler}"
+        os.kill(os.getpid(), signal.SIGTERM)
 
-    stopper = Later(lambda: len(completed_checkpoints(root, "orders")) >= 1, stop)
-    stopper.start()
-    run = dag.test(run_conf=_conf(tmp_path, landing))
-    assert stopper.error is None, stopper.error
+    killer = Later(lambda: len(completed_checkpoints(root, "orders")) >= 1, terminate_task)
+    killer.start()
+    run = load_dag("graceful_stop").test(run_conf=_conf(tmp_path, landing))
+    assert killer.error is None, killer.error
+    requests = sorted(p.name for p in (root / "orders" / "_control" / "requests").glob("*.json"))
+    assert len(requests) == 1 and requests[0].startswith("stop-graceful_stop.stream."), requests
     assert task_states(run) == {"stream": "success"}
     result = xcom(run, "stream")
     assert result["status"] == "cancelled"
