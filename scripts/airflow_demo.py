@@ -45,7 +45,7 @@ def dags_test(run: int) -> None:
     text = log.read_text()
     for line in text.splitlines():
         if "Completed checkpoint" in line or "restoring job" in line or "starts fresh" in line:
-            print("   " + line.split("INFO ", 1)[-1].strip()[:160])
+            print("   " + line.split("INFO ", 1)[-1].split(" [airflow.", 1)[0].strip())
     if result.returncode != 0 or "state=failed" in text or "DagRunState.FAILED" in text:
         print(f"airflow dags test failed; see {log}", file=sys.stderr)
         sys.exit(1)

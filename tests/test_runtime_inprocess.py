@@ -200,3 +200,24 @@ def test_rocksdb_state_store_is_refused_with_a_clear_message(spark, tmp_path, la
     finally:
         spark.conf.unset("spark.sql.streaming.stateStore.providerClass")
     assert not (tmp_path / "root").exists() and not (tmp_path / "work").exists()
+
+
+def test_failed_checkpoints_beyond_tolerance_fail_the_job_and_publish_nothing(spark, tmp_path, landing):
+    from runtime.errors import JobFailed
+
+    landing.add_files(4)
+    job = tmp_path / "root" / "failing"
+    job.mkdir(parents=True)
+    (job / "shared").write_text("a file where the shared folder belongs: every state upload fails")
+    with pytest.raises(JobFailed, match=r"consecutive failed checkpoint\(s\) exceed --tolerable-failed-checkpoints 1"):
+        run(
+            spark,
+            "failing",
+            tmp_path,
+            landing,
+            pipeline="examples.pipelines:running_counts",
+            output_mode="update",
+            tolerable_failed_checkpoints="1",
+        )
+    assert not list(job.glob("chk-*/_metadata")), "a failed checkpoint never counts as complete"
+    assert published_rows(tmp_path / "out") == [], "exactly-once: nothing published without a checkpoint"

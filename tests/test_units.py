@@ -221,3 +221,28 @@ def test_retention_plan_keeps_newest_and_what_they_reference():
     # A checkpoint at or above `older_than` may be in progress: neither it nor its files go.
     in_progress = plan_retention({**checkpoints, 6: None}, shared, 2, older_than=6)
     assert 6 not in in_progress.delete_checkpoints and in_progress.delete_shared == []
+
+
+def test_request_decider_applies_interval_and_min_pause():
+    from runtime.coordinator import RequestDecider
+
+    decider = RequestDecider(interval=10, min_pause=4)
+    assert decider.due(0)
+    decider.triggered(0)
+    assert not decider.due(9.9)
+    decider.finished(8)  # a slow checkpoint: it completed at t=8
+    assert not decider.due(11), "min pause: 4 s after the completion at 8"
+    assert decider.due(12)
+
+
+def test_failure_manager_counts_consecutive_failures():
+    from runtime.coordinator import FailureManager
+
+    failures = FailureManager(tolerable=1)
+    assert failures.failed(3, "boom") is None
+    failures.succeeded()
+    assert failures.failed(5, "boom") is None
+    reason = failures.failed(6, "disk full")
+    assert reason == (
+        "checkpoint 6 failed (disk full); 2 consecutive failed checkpoint(s) exceed --tolerable-failed-checkpoints 1"
+    )

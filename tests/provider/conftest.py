@@ -32,6 +32,10 @@ os.environ.update(
         "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+        # Storage options with a planted secret: it must never show up in logs, _metadata or XCom.
+        "AIRFLOW_CONN_CHECKPOINT_LOCAL": json.dumps(
+            {"conn_type": "checkpoint_storage", "extra": {"planted_secret": "PLANTED-SECRET-7f3a9c"}}
+        ),
         "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
@@ -47,6 +51,9 @@ def airflow_db():
     )
     assert result.returncode == 0, result.stderr[-3000:]
     return AIRFLOW_HOME
+
+
+PLANTED_SECRET = "PLANTED-SECRET-7f3a9c"
 
 
 def load_dag(dag_id: str):

@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from tests.conftest import REPO, SPARK_CONF, Landing, completed_checkpoints, job_args, published_rows, subprocess_env
-from tests.provider.conftest import Later, load_dag, task_states, xcom
+from tests.provider.conftest import PLANTED_SECRET, Later, load_dag, task_states, xcom
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -26,9 +26,10 @@ def _landed_ids(landing: Landing) -> list[int]:
     return sorted(json.loads(line)["id"] for f in landing.path.glob("*.json") for line in f.read_text().splitlines())
 
 
-def test_two_available_now_runs_a_deferrable_sensor_and_retention(tmp_path: Path, landing: Landing):
+def test_two_available_now_runs_a_deferrable_sensor_and_retention(tmp_path: Path, landing: Landing, capfd):
     landing.add_files(4)
     run = load_dag("back_to_back").test(run_conf=_conf(tmp_path, landing))
+    output = capfd.readouterr()
     states = task_states(run)
     assert set(states.values()) == {"success"}, states
     first, second = xcom(run, "first_run"), xcom(run, "second_run")
@@ -49,6 +50,12 @@ def test_two_available_now_runs_a_deferrable_sensor_and_retention(tmp_path: Path
     remaining = completed_checkpoints(tmp_path / "root", "orders")
     assert remaining == report["kept"]["checkpoints"] and len(remaining) == 2
     assert sorted(p.name for p in (tmp_path / "root" / "orders").glob("chk-*")) == [f"chk-{i}" for i in remaining]
+    # The storage connection's options (with a planted secret) reached the runtime but nowhere visible.
+    assert "spark-submit" in output.out + output.err and "planted_secret" in output.out + output.err
+    assert PLANTED_SECRET not in output.out + output.err
+    for path in (tmp_path / "root").rglob("*"):
+        assert not path.is_file() or PLANTED_SECRET.encode() not in path.read_bytes(), path
+    assert PLANTED_SECRET not in json.dumps([first, second, report])
 
 
 def test_deferrable_sensor_waits_in_the_trigger_for_a_new_checkpoint(tmp_path: Path, landing: Landing):

@@ -49,7 +49,7 @@ def land_more_events(landing: str) -> int:
 
 
 with DAG(dag_id="back_to_back", schedule=None, start_date=datetime(2026, 1, 1), params=PARAMS):
-    first = job("first_run", num_retained=2)
+    first = job("first_run", num_retained=2, storage_conn_id="checkpoint_local")
     wait = CheckpointSensor(
         task_id="wait_for_first_checkpoint",
         job_name="orders",

@@ -1,0 +1,48 @@
+"""DAGs for operator tests that need no Spark: retention, refusals before any submission."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from airflow.sdk import DAG, Param
+
+from airflow_checkpoint_provider.operators import (
+    CheckpointedStreamingJobOperator,
+    CheckpointRetentionOperator,
+    RestoreFromCheckpointOperator,
+)
+
+PARAMS = {"root": Param("/nonexistent", type="string"), "dry_run": Param(True, type="boolean")}
+
+with DAG(dag_id="retention_policy", schedule=None, start_date=datetime(2026, 1, 1), params=PARAMS):
+    CheckpointRetentionOperator(
+        task_id="retention",
+        job_name="orders",
+        checkpoint_root="{{ params.root }}",
+        num_retained=2,
+        savepoint_max_count=2,
+        savepoint_max_age="7d",
+        orphan_grace_period="1h",
+        dry_run="{{ params.dry_run }}",
+    )
+
+with DAG(dag_id="refusals", schedule=None, start_date=datetime(2026, 1, 1), params=PARAMS):
+    RestoreFromCheckpointOperator(
+        task_id="restore_without_checkpoint",
+        job_name="orders",
+        checkpoint_root="{{ params.root }}",
+        pipeline="examples.pipelines:events",
+    )
+    CheckpointedStreamingJobOperator(
+        task_id="missing_spark_connection",
+        job_name="orders",
+        checkpoint_root="{{ params.root }}",
+        pipeline="examples.pipelines:events",
+        conn_id="no_such_spark",
+    )
+    CheckpointedStreamingJobOperator(
+        task_id="bad_job_name",
+        job_name="../escape",
+        checkpoint_root="{{ params.root }}",
+        pipeline="examples.pipelines:events",
+    )

@@ -1,0 +1,116 @@
+"""Retention and refusals under dag.test(), over real files; no Spark needed."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from runtime.layout import CheckpointMetadata, CheckpointStorage, now_ms, write_metadata_atomically
+from tests.conftest import tree_state, write_checkpoint
+from tests.provider.conftest import load_dag, task_states, xcom
+
+DAY = 86400
+
+
+def _age(path: Path, seconds: float) -> None:
+    """Make every file under ``path`` look ``seconds`` old."""
+    stamp = time.time() - seconds
+    for item in [path, *path.rglob("*")]:
+        os.utime(item, (stamp, stamp))
+
+
+def _savepoint(storage: CheckpointStorage, name: str, age_days: float) -> None:
+    folder = Path(storage.savepoints_path) / name
+    (folder / "state").mkdir(parents=True)
+    (folder / "state" / "1.delta").write_bytes(b"s" * 7)
+    meta = CheckpointMetadata(
+        id=0,
+        kind="savepoint",
+        job_name=storage.job_name,
+        run_id="r0",
+        batch_id=3,
+        trigger_timestamp_ms=now_ms() - int(age_days * DAY * 1000) - 5,
+        completion_timestamp_ms=now_ms() - int(age_days * DAY * 1000),
+        checkpointing_mode="exactly-once",
+        files=[],
+        state_bytes=0,
+        bytes_written=0,
+    )
+    write_metadata_atomically(storage.fs, str(folder), meta)
+
+
+def _populate(root: Path) -> CheckpointStorage:
+    storage = CheckpointStorage(str(root), "orders")
+    for checkpoint_id in (1, 2, 3, 4):
+        write_checkpoint(storage, checkpoint_id, ["state/0/0/1.delta", f"state/0/0/{checkpoint_id + 1}.delta"])
+    job = root / "orders"
+    (job / "chk-5").mkdir()  # abandoned mid-upload two hours ago: an orphan
+    (job / "chk-5" / "offsets").mkdir()
+    (job / "chk-5" / "offsets" / "4").write_text("v1")
+    (job / "chk-6").mkdir()  # the running job's pending checkpoint: too young to touch
+    (job / "chk-6" / "metadata").write_text("{}")
+    (job / "shared" / "r1" / "old-orphan").write_bytes(b"o" * 11)
+    (job / "shared" / "r1" / "new-upload").write_bytes(b"n" * 13)
+    _age(job, 2 * 3600)
+    os.utime(job / "chk-6" / "metadata")
+    os.utime(job / "shared" / "r1" / "new-upload")
+    for name, age in (("savepoint-a", 30), ("savepoint-b", 3), ("savepoint-c", 2), ("savepoint-d", 1)):
+        _savepoint(storage, name, age)
+    return storage
+
+
+def test_retention_operator_dry_run_then_for_real(tmp_path: Path):
+    root = tmp_path / "root"
+    _populate(root)
+    before = tree_state(root)
+    dry = load_dag("retention_policy").test(run_conf={"root": str(root), "dry_run": True})
+    report = xcom(dry, "retention")
+    assert tree_state(root) == before, "a dry run changes nothing"
+    assert report["dry_run"] is True
+    assert report["kept"] == {"checkpoints": [3, 4], "savepoints": ["savepoint-c", "savepoint-d"]}
+    assert report["deleted"] == {
+        "checkpoints": [1, 2],
+        "savepoints": ["savepoint-a", "savepoint-b"],  # b: beyond max count 2; a: also older than 7d
+        "orphan_checkpoint_folders": [5],
+        "shared_files": ["shared/r1/old-orphan", "shared/r1/state/0/0/2.delta", "shared/r1/state/0/0/3.delta"],
+    }
+    assert report["bytes_freed"] > 0
+
+    real = load_dag("retention_policy").test(run_conf={"root": str(root), "dry_run": False})
+    assert task_states(real) == {"retention": "success"}
+    job = root / "orders"
+    assert sorted(p.name for p in job.glob("chk-*")) == ["chk-3", "chk-4", "chk-6"]
+    assert sorted(p.name for p in (job / "savepoints").iterdir()) == ["savepoint-c", "savepoint-d"]
+    remaining = {str(p.relative_to(job)) for p in (job / "shared").rglob("*") if p.is_file()}
+    assert remaining == {
+        "shared/r1/state/0/0/1.delta",
+        "shared/r1/state/0/0/4.delta",
+        "shared/r1/state/0/0/5.delta",
+        "shared/r1/new-upload",
+    }
+    storage = CheckpointStorage(str(root), "orders")
+    assert [storage.validate_checkpoint(i).id for i in (3, 4)] == [3, 4], "retained checkpoints stay valid"
+
+
+def test_retention_always_keeps_the_newest_savepoint(tmp_path: Path):
+    storage = CheckpointStorage(str(tmp_path), "orders")
+    write_checkpoint(storage, 1, [])
+    _savepoint(storage, "only-one", 400)
+    run = load_dag("retention_policy").test(run_conf={"root": str(tmp_path), "dry_run": False})
+    assert xcom(run, "retention")["kept"]["savepoints"] == ["only-one"]
+    assert (tmp_path / "orders" / "savepoints" / "only-one" / "_metadata").exists()
+
+
+def test_refusals_fail_fast_with_clear_messages(tmp_path: Path, capfd):
+    run = load_dag("refusals").test(run_conf={"root": str(tmp_path / "empty-root")})
+    assert task_states(run) == {
+        "restore_without_checkpoint": "failed",
+        "missing_spark_connection": "failed",
+        "bad_job_name": "failed",
+    }
+    output = capfd.readouterr().out
+    assert "has no valid checkpoint to restore from; set allow_fresh_start=True" in output
+    assert "Spark connection 'no_such_spark' is not defined" in output
+    assert "job name '../escape' is not allowed" in output
+    assert not (tmp_path / "escape").exists()
