@@ -41,3 +41,10 @@ def running_counts_of_big_values(spark: Any) -> Any:
     from pyspark.sql import functions as F
 
     return events(spark).where(F.col("value") >= 0).groupBy("key").count()
+
+
+def running_counts_with_label(spark: Any) -> Any:
+    """``running_counts`` plus a new projected column after the aggregation: same state, a compatible upgrade."""
+    from pyspark.sql import functions as F
+
+    return running_counts(spark).withColumn("label", F.concat(F.col("key"), F.lit(":"), F.col("count")))

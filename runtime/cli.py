@@ -1,5 +1,7 @@
 """Command line: ``python -m runtime [options]`` and ``spark-submit runtime/job.py [options]``.
 
+``python -m runtime savepoint|list|inspect ...`` are storage-only commands (see ``runtime.admin``).
+
 Exit status 0 on a clean finish; otherwise non-zero with a one-line reason on stderr:
 1 the job failed while running, 2 bad input (options, spec, pipeline, sink), 3 cannot restore.
 The last line on stdout of a clean run is ``result: {json}`` for tools that drive the job.
@@ -11,6 +13,8 @@ import json
 import logging
 import sys
 
+from runtime.admin import COMMANDS
+from runtime.admin import main as admin_main
 from runtime.errors import EXIT_BAD_INPUT, EXIT_CANNOT_RESTORE, EXIT_JOB_FAILED, EXIT_OK, JobFailed, PipelineError
 from runtime.fingerprint import IncompatibleRestore
 from runtime.layout import CheckpointFormatError, NoValidCheckpoint
@@ -30,6 +34,8 @@ def main(argv: list[str] | None = None, spark=None) -> int:
     """Run a job from command-line arguments; returns the exit status."""
     configure_logging()
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in COMMANDS:
+        return admin_main(argv)
     try:
         options = parse_options(argv)
     except OptionsError as exc:

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.durations import format_bytes, format_duration
-from runtime.layout import CheckpointMetadata, CheckpointStorage, now_ms
+from runtime.layout import CheckpointMetadata, CheckpointStorage, SavepointFolder, now_ms
 from runtime.retention import subsume
-from runtime.snapshot import Capture, StoredFiles, Upload, capture, upload
+from runtime.snapshot import Capture, StoredFiles, Upload, capture, upload, upload_savepoint
 from runtime.working_copy import WorkingCopy
 
 log = logging.getLogger(__name__)
@@ -88,8 +88,19 @@ class FailureManager:
 
 
 @dataclass
+class SnapshotRequest:
+    """A snapshot asked for now (a run's final checkpoint, or a savepoint), ignoring interval and min pause."""
+
+    batch_id: int
+    savepoint: SavepointFolder | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+    result: CheckpointMetadata | None = None
+    reason: str | None = None
+
+
+@dataclass
 class PendingCheckpoint:
-    """A triggered checkpoint whose files are uploading."""
+    """A triggered checkpoint (or savepoint) whose files are uploading."""
 
     id: int
     batch_id: int
@@ -99,6 +110,11 @@ class PendingCheckpoint:
     capture_ms: int
     future: Future[Upload]
     aborted: threading.Event = field(default_factory=threading.Event)
+    request: SnapshotRequest | None = None
+
+    @property
+    def kind(self) -> str:
+        return "savepoint" if self.request is not None and self.request.savepoint is not None else "checkpoint"
 
 
 class CheckpointCoordinator:
@@ -141,7 +157,7 @@ class CheckpointCoordinator:
         self._next_id = next_id
         self._pending: PendingCheckpoint | None = None
         self._latest_batch = -1
-        self._forced_batch = -1
+        self._requests: list[SnapshotRequest] = []
         self._fatal: str | None = None
         self._changed = threading.Condition()
         self._stop = threading.Event()
@@ -174,17 +190,32 @@ class CheckpointCoordinator:
         Returns the checkpoint covering it, or None if it failed (``fatal`` says why when the tolerance is
         exceeded). Used for the final checkpoint of a run.
         """
+        return self.snapshot_now(SnapshotRequest(batch_id), timeout)
+
+    def savepoint_now(self, batch_id: int, folder: SavepointFolder, timeout: float | None = None) -> SnapshotRequest:
+        """Take a savepoint of ``batch_id`` into ``folder`` and wait; the returned request says how it went."""
+        request = SnapshotRequest(batch_id, folder)
+        self.snapshot_now(request, timeout)
+        return request
+
+    def snapshot_now(self, request: SnapshotRequest, timeout: float | None = None) -> CheckpointMetadata | None:
+        """Queue ``request`` ahead of periodic checkpoints and wait for its result (None on failure)."""
         deadline = self.clock() + (timeout if timeout is not None else self.config.timeout * 2)
         with self._changed:
-            failures_before = self.failures.total
-            self._forced_batch = max(self._forced_batch, batch_id)
-            self._latest_batch = max(self._latest_batch, batch_id)
+            self._latest_batch = max(self._latest_batch, request.batch_id)
+            self._requests.append(request)
             self._changed.notify_all()
-            while self.covered_batch < batch_id:
-                if self._fatal or self.failures.total > failures_before or self.clock() > deadline:
-                    return None
+            while not request.done.is_set():
+                if self._fatal:
+                    request.reason = request.reason or self._fatal
+                    break
+                if self.clock() > deadline:
+                    request.reason = request.reason or "timed out waiting for the snapshot"
+                    break
                 self._changed.wait(0.1)
-            return self.latest
+            if request in self._requests and not request.done.is_set():
+                self._requests.remove(request)
+            return request.result
 
     def shutdown(self) -> None:
         """Stop the coordinator; a checkpoint still uploading is aborted and never completes."""
@@ -218,17 +249,34 @@ class CheckpointCoordinator:
                 self._finish(pending)
             elif now - pending.started > self.config.timeout:
                 pending.aborted.set()
-                self._fail(pending.id, pending.batch_id, f"expired after {format_duration(self.config.timeout)}")
+                self._fail(
+                    pending.id,
+                    pending.batch_id,
+                    f"expired after {format_duration(self.config.timeout)}",
+                    pending.request,
+                )
                 self._discard(pending)
             return
         with self._changed:
-            latest, forced = self._latest_batch, self._forced_batch
-        if forced > self.covered_batch:
-            self._trigger(forced)
+            latest = self._latest_batch
+            request = self._requests[0] if self._requests else None
+        if request is not None:
+            if request.savepoint is None and request.batch_id <= self.covered_batch:
+                self._resolve(request, self.latest, None)  # already covered: nothing to take
+            else:
+                self._trigger(request.batch_id, request)
         elif latest > self.covered_batch and self.decider.due(now):
             self._trigger(latest)
 
-    def _trigger(self, batch_id: int) -> None:
+    def _resolve(self, request: SnapshotRequest, result: CheckpointMetadata | None, reason: str | None) -> None:
+        with self._changed:
+            request.result, request.reason = result, reason
+            if request in self._requests:
+                self._requests.remove(request)
+            request.done.set()
+            self._changed.notify_all()
+
+    def _trigger(self, batch_id: int, request: SnapshotRequest | None = None) -> None:
         checkpoint_id = self._next_id
         self._next_id += 1
         started = self.clock()
@@ -238,32 +286,41 @@ class CheckpointCoordinator:
             snap = capture(self.working, checkpoint_id, batch_id, self.stored)
         except Exception as exc:
             self.working.release(f"chk-{checkpoint_id}")
-            self._fail(checkpoint_id, batch_id, f"capture failed: {exc}")
+            self._fail(checkpoint_id, batch_id, f"capture failed: {exc}", request)
             return
         capture_ms = int((self.clock() - started) * 1000)
         aborted = threading.Event()
-        future = self._uploader.submit(upload, snap, self.working, self.storage, self.run_id, self.stored, aborted)
+        if request is not None and request.savepoint is not None:
+            future = self._uploader.submit(upload_savepoint, snap, self.working, request.savepoint, aborted)
+        else:
+            future = self._uploader.submit(upload, snap, self.working, self.storage, self.run_id, self.stored, aborted)
         self._pending = PendingCheckpoint(
-            checkpoint_id, batch_id, trigger_ms, started, snap, capture_ms, future, aborted
+            checkpoint_id, batch_id, trigger_ms, started, snap, capture_ms, future, aborted, request
         )
-        log.debug("triggered checkpoint %d for batch %d", checkpoint_id, batch_id)
+        log.debug("triggered %s %d for batch %d", self._pending.kind, checkpoint_id, batch_id)
 
     def _finish(self, pending: PendingCheckpoint) -> None:
+        savepoint = pending.request.savepoint if pending.request is not None else None
         try:
             result = pending.future.result()
             meta = self._metadata(pending, result)
-            self.storage.write_checkpoint_metadata(meta)
+            if savepoint is not None:
+                savepoint.write_metadata(meta)
+            else:
+                self.storage.write_checkpoint_metadata(meta)
         except Exception as exc:
-            self._fail(pending.id, pending.batch_id, f"{type(exc).__name__}: {exc}")
+            self._fail(pending.id, pending.batch_id, f"{type(exc).__name__}: {exc}", pending.request)
             self._discard(pending)
             return
         self._pending = None
         self.working.release(f"chk-{pending.id}")
-        self.stored.replace(meta.files)
+        if savepoint is None:
+            self.stored.replace(meta.files)  # savepoints share nothing with later checkpoints
         self.failures.succeeded()
         self.decider.finished(self.clock())
         log.info(
-            "Completed checkpoint %d for job %r (batch %d): wrote %s of %s total (state %s) in %s",
+            "Completed %s %d for job %r (batch %d): wrote %s of %s total (state %s) in %s%s",
+            meta.kind,
             meta.id,
             meta.job_name,
             meta.batch_id,
@@ -271,25 +328,31 @@ class CheckpointCoordinator:
             format_bytes(meta.total_bytes),
             format_bytes(meta.state_bytes),
             format_duration(meta.durations_ms["total"] / 1000),
+            f" at {savepoint.url}" if savepoint is not None else "",
         )
         try:
             self.on_completed(meta)
-            subsume(self.storage, self.config.num_retained, meta.id)
+            if savepoint is None:
+                subsume(self.storage, self.config.num_retained, meta.id)
         except Exception as exc:
-            log.exception("after checkpoint %d completed", meta.id)
-            self._set_fatal(f"after checkpoint {meta.id} completed: {type(exc).__name__}: {exc}")
+            log.exception("after %s %d completed", meta.kind, meta.id)
+            self._set_fatal(f"after {meta.kind} {meta.id} completed: {type(exc).__name__}: {exc}")
         with self._changed:
-            self.latest = meta
+            if savepoint is None:
+                self.latest = meta
+                self.completed.append(meta.id)
             self.covered_batch = max(self.covered_batch, meta.batch_id)
-            self.completed.append(meta.id)
             self._changed.notify_all()
+        if pending.request is not None:
+            self._resolve(pending.request, meta, None)
 
     def _metadata(self, pending: PendingCheckpoint, result: Upload) -> CheckpointMetadata:
         completion = now_ms()
         total_ms = int((self.clock() - pending.started) * 1000)
+        shared = pending.kind == "checkpoint"
         return CheckpointMetadata(
             id=pending.id,
-            kind="checkpoint",
+            kind=pending.kind,
             job_name=self.storage.job_name,
             run_id=self.run_id,
             batch_id=pending.batch_id,
@@ -297,7 +360,8 @@ class CheckpointCoordinator:
             completion_timestamp_ms=completion,
             checkpointing_mode=self.config.mode,
             files=result.entries,
-            state_bytes=sum(e.size for e in result.entries if e.shared),
+            # A savepoint holds its own copy of the state: count it, though no file is shared.
+            state_bytes=sum(e.size for e in result.entries if (e.shared if shared else e.target.startswith("state/"))),
             bytes_written=result.bytes_written,
             durations_ms={"capture": pending.capture_ms, "upload": total_ms - pending.capture_ms, "total": total_ms},
             source_offsets=pending.capture.source_offsets,
@@ -309,19 +373,25 @@ class CheckpointCoordinator:
     def _discard(self, pending: PendingCheckpoint) -> None:
         self._pending = None
         try:
-            self.storage.discard_checkpoint(pending.id)
-        except Exception:  # leftovers are garbage without _metadata; retention removes them later
-            log.warning("could not clean up failed checkpoint %d", pending.id, exc_info=True)
+            if pending.kind == "savepoint":
+                pending.request.savepoint.discard()
+            else:
+                self.storage.discard_checkpoint(pending.id)
+        except Exception:  # leftovers have no _metadata: never mistaken for a snapshot; retention removes them
+            log.warning("could not clean up failed %s %d", pending.kind, pending.id, exc_info=True)
         self.working.release(f"chk-{pending.id}")
 
-    def _fail(self, checkpoint_id: int, batch_id: int, reason: str) -> None:
-        log.warning("Checkpoint %d (batch %d) failed: %s", checkpoint_id, batch_id, reason)
+    def _fail(self, checkpoint_id: int, batch_id: int, reason: str, request: SnapshotRequest | None = None) -> None:
+        kind = "Savepoint" if request is not None and request.savepoint is not None else "Checkpoint"
+        log.warning("%s %d (batch %d) failed: %s", kind, checkpoint_id, batch_id, reason)
         self.decider.finished(self.clock())
-        fatal = self.failures.failed(checkpoint_id, reason)
+        fatal = self.failures.failed(checkpoint_id, reason) if kind == "Checkpoint" else None
         with self._changed:
             if fatal:
                 self._fatal = self._fatal or fatal
             self._changed.notify_all()
+        if request is not None:
+            self._resolve(request, None, reason)
 
     def _set_fatal(self, reason: str) -> None:
         with self._changed:

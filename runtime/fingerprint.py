@@ -126,11 +126,23 @@ def pinned_conf_values(spark: Any, keys: list[str]) -> dict[str, str | None]:
     return values
 
 
-def differences(saved: dict[str, Any], current: dict[str, Any], current_confs: dict[str, str | None]) -> list[str]:
-    """What differs between a snapshot's fingerprint and the new pipeline's; empty when compatible."""
+def differences(
+    saved: dict[str, Any],
+    current: dict[str, Any],
+    current_confs: dict[str, str | None],
+    *,
+    allow_non_restored_state: bool = False,
+) -> list[str]:
+    """What differs between a snapshot's fingerprint and the new pipeline's; empty when compatible.
+
+    ``allow_non_restored_state`` (Flink's name) accepts a new pipeline with fewer stateful operators when
+    the ones it keeps match the snapshot's first ones in order, key and state schema: the state of the
+    dropped trailing operators is then not restored. Every other difference still counts.
+    """
     found: list[str] = []
     old_ops, new_ops = saved.get("operators", []), current.get("operators", [])
-    if len(old_ops) != len(new_ops):
+    dropping = allow_non_restored_state and len(new_ops) < len(old_ops)
+    if len(old_ops) != len(new_ops) and not dropping:
         found.append(
             f"stateful operators: snapshot has {len(old_ops)} ({_names(old_ops)}), "
             f"new pipeline has {len(new_ops)} ({_names(new_ops)})"

@@ -227,10 +227,24 @@ def now_ms() -> int:
 
 @dataclass(frozen=True)
 class ValidCheckpoint:
-    """A checkpoint that passed validation, with where it lives."""
+    """A checkpoint or savepoint that passed validation, with where it lives.
+
+    ``base`` is the folder its file paths are relative to: the job folder for a checkpoint, the savepoint
+    folder itself for a savepoint (which is what makes savepoints relocatable).
+    """
 
     metadata: CheckpointMetadata
-    path: str  # the folder, in the storage's filesystem
+    path: str  # the checkpoint or savepoint folder, in ``fs``
+    fs: fsspec.AbstractFileSystem
+    base: str
+
+    def file_path(self, entry: FileEntry) -> str:
+        """Where one of the snapshot's files is stored."""
+        return posixpath.join(self.base, safe_relative_path(entry.path, context=self.fs.unstrip_protocol(self.path)))
+
+    @property
+    def url(self) -> str:
+        return self.fs.unstrip_protocol(self.path)
 
 
 class CheckpointStorage:
@@ -242,6 +256,7 @@ class CheckpointStorage:
 
     def __init__(self, root: str, job_name: str, storage_options: dict[str, Any] | None = None):
         self.job_name = validate_job_name(job_name)
+        self.storage_options = dict(storage_options or {})
         self.root_url = str(root)
         if not self.root_url.strip():
             raise CheckpointFormatError("checkpoint root is empty; pass --checkpoint-root PATH or URL")
@@ -306,9 +321,17 @@ class CheckpointStorage:
         return sorted(i for i in ids if i is not None)
 
     def next_checkpoint_id(self) -> int:
-        """The id for the next checkpoint: past every existing ``chk-<N>``, so ids increase across runs."""
+        """The id for the next checkpoint: past every ``chk-<N>`` and savepoint here, so ids keep increasing.
+
+        Checkpoints and savepoints share one counter, as in Flink.
+        """
         ids = self.checkpoint_ids()
-        return (ids[-1] + 1) if ids else 1
+        for name in self.savepoint_names():
+            try:
+                ids.append(self.read_savepoint(name).id)
+            except (DamagedCheckpoint, ValueError):
+                continue
+        return (max(ids) + 1) if ids else 1
 
     def has_metadata(self, checkpoint_id: int) -> bool:
         return self.fs.exists(posixpath.join(self.checkpoint_path(checkpoint_id), METADATA_FILE))
@@ -480,7 +503,7 @@ class CheckpointStorage:
                 log.warning("skipping damaged checkpoint %s: %s", checkpoint_dir_name(checkpoint_id), result.reason)
                 skipped.append(f"{checkpoint_dir_name(checkpoint_id)}: {result.reason}")
                 continue
-            return ValidCheckpoint(result, self.checkpoint_path(checkpoint_id))
+            return ValidCheckpoint(result, self.checkpoint_path(checkpoint_id), self.fs, self.job_path)
         if skipped:
             raise NoValidCheckpoint(
                 f"{self.location} has no valid checkpoint ({'; '.join(skipped)}); "
@@ -500,11 +523,15 @@ class CheckpointStorage:
 
     # --- restore sources --------------------------------------------------------------------------
     def resolve_snapshot(self, location: str) -> ValidCheckpoint:
-        """Resolve a user-given restore path (a ``chk-<N>`` folder or its ``_metadata``) and validate it.
+        """Resolve a user-given restore path and validate what is there.
 
-        A checkpoint must be one of this job's, inside the checkpoint root: its shared files live beside
-        it. Anything else is refused with a message saying what was given and what would work.
+        A savepoint (folder or its ``_metadata``) may be anywhere: it is self-contained. A checkpoint must be
+        one of this job's ``chk-<N>`` folders inside the checkpoint root: its shared files live beside it.
+        Anything else is refused with a message saying what was given and what would work.
         """
+        savepoint = SavepointFolder.probe(location, self.storage_options)
+        if savepoint is not None:
+            return savepoint.validate()
         protocol, _ = split_protocol(location)
         own = self.fs.protocol if isinstance(self.fs.protocol, tuple | list) else (self.fs.protocol,)
         same_storage = (protocol or "file") in own
@@ -513,37 +540,129 @@ class CheckpointStorage:
             path = posixpath.dirname(path)
         if not same_storage or not _is_inside(path, self.job_path):
             raise CheckpointFormatError(
-                f"--restore-from {location!r} is outside {self.location} ({self.url_of(self.job_path)}); "
-                "pass one of this job's chk-<N> folders, 'latest' or 'none'"
+                f"--restore-from {location!r} is outside {self.location} ({self.url_of(self.job_path)}) and is "
+                "not a savepoint; pass one of this job's chk-<N> folders, a savepoint folder, 'latest' or 'none'"
             )
         relative = posixpath.relpath(path, self.job_path)
         checkpoint_id = parse_checkpoint_dir_name(relative)
         if checkpoint_id is None:
             raise CheckpointFormatError(
                 f"--restore-from {location!r} is not a checkpoint folder of job {self.job_name!r}: "
-                f"expected {self.url_of(self.job_path)}/chk-<N>"
+                f"expected {self.url_of(self.job_path)}/chk-<N> or a savepoint folder"
             )
         try:
             meta = self.validate_checkpoint(checkpoint_id)
         except DamagedCheckpoint as exc:
             raise CheckpointFormatError(f"--restore-from {location!r} cannot be used: {exc.reason}") from None
-        return ValidCheckpoint(meta, path)
+        return ValidCheckpoint(meta, path, self.fs, self.job_path)
+
+    def default_savepoint_folder(self, trigger_id: str, target_directory: str | None = None) -> SavepointFolder:
+        """Where the savepoint for ``trigger_id`` goes: ``target_directory`` or ``<job>/savepoints/``."""
+        name = f"savepoint-{validate_key(trigger_id, 'trigger id')}"
+        if target_directory:
+            return SavepointFolder(posixpath.join(target_directory.rstrip("/"), name), self.storage_options)
+        return SavepointFolder(self.url_of(posixpath.join(self.savepoints_path, name)), self.storage_options)
+
+
+class SavepointFolder:
+    """A self-contained, relocatable savepoint: ``_metadata`` plus every file it lists, relative to it."""
+
+    def __init__(self, url: str, storage_options: dict[str, Any] | None = None):
+        try:
+            self.fs, path = url_to_fs(url, **(storage_options or {}))
+        except (ValueError, ImportError) as exc:
+            raise CheckpointFormatError(f"savepoint location {url!r} cannot be opened: {exc}") from None
+        self.path = posixpath.normpath(path)
+        if posixpath.basename(self.path) == METADATA_FILE:
+            self.path = posixpath.dirname(self.path)
+
+    @property
+    def url(self) -> str:
+        return self.fs.unstrip_protocol(self.path)
+
+    @classmethod
+    def probe(cls, location: str, storage_options: dict[str, Any] | None = None) -> SavepointFolder | None:
+        """The savepoint at ``location``, or None if ``_metadata`` there is missing or not a savepoint's."""
+        try:
+            folder = cls(location, storage_options)
+            raw = folder.fs.cat_file(posixpath.join(folder.path, METADATA_FILE), start=0, end=MAX_METADATA_BYTES)
+            kind = json.loads(raw).get("kind")
+        except (
+            CheckpointFormatError,
+            FileNotFoundError,
+            NotADirectoryError,
+            IsADirectoryError,
+            ValueError,
+            AttributeError,
+            OSError,
+        ):
+            return None
+        return folder if kind == "savepoint" else None
+
+    def file_path(self, relative: str) -> str:
+        return posixpath.join(self.path, safe_relative_path(relative, context=self.url))
+
+    def exists(self) -> bool:
+        return self.fs.exists(posixpath.join(self.path, METADATA_FILE))
+
+    def read_metadata(self) -> CheckpointMetadata:
+        raw = self.fs.cat_file(posixpath.join(self.path, METADATA_FILE))
+        meta = CheckpointMetadata.from_json(raw, location=self.url)
+        if meta.kind != "savepoint":
+            raise DamagedCheckpoint(self.url, f"_metadata says {meta.kind}, not savepoint")
+        return meta
+
+    def validate(self) -> ValidCheckpoint:
+        """Metadata of a savepoint whose files all exist with the recorded sizes; raise otherwise."""
+        try:
+            meta = self.read_metadata()
+        except FileNotFoundError:
+            raise CheckpointFormatError(f"{self.url} is not a savepoint: no _metadata") from None
+        except DamagedCheckpoint as exc:
+            raise CheckpointFormatError(f"savepoint {self.url} cannot be used: {exc.reason}") from None
+        found = {
+            posixpath.relpath(path, self.path): int(info.get("size") or 0)
+            for path, info in self.fs.find(self.path, detail=True).items()
+            if info.get("type") != "directory"
+        }
+        problems = _missing_files(meta.files, found)
+        if problems:
+            raise CheckpointFormatError(f"savepoint {self.url} cannot be used: {problems}")
+        return ValidCheckpoint(meta, self.path, self.fs, self.path)
+
+    def write_metadata(self, meta: CheckpointMetadata) -> str:
+        return write_metadata_atomically(self.fs, self.path, meta)
+
+    def discard(self) -> None:
+        """Delete the savepoint, ``_metadata`` first."""
+        metadata = posixpath.join(self.path, METADATA_FILE)
+        if self.fs.exists(metadata):
+            self.fs.rm_file(metadata)
+        if self.fs.exists(self.path):
+            self.fs.rm(self.path, recursive=True)
 
 
 # --- _control/: requests from Airflow and the runtime's answers ----------------------------------------
-CONTROL_ACTIONS = ("stop",)
+CONTROL_ACTIONS = ("stop", "savepoint")
 MAX_CONTROL_BYTES = 16 * 1024
-_CONTROL_FIELDS = {"action", "run_key", "created_ms"}
+_CONTROL_FIELDS = {"action", "run_key", "created_ms", "stop", "target_directory"}
+HEARTBEAT_SECONDS = 5.0
+HEARTBEAT_STALE_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
 class ControlRequest:
-    """A request in ``_control/requests/<trigger-id>.json``. ``run_key`` None means any run of the job."""
+    """A request in ``_control/requests/<trigger-id>.json``. ``run_key`` None means any run of the job.
+
+    ``savepoint`` requests may ask to ``stop`` afterwards and name a ``target_directory``.
+    """
 
     trigger_id: str
     action: str
     run_key: str | None
     created_ms: int
+    stop: bool = False
+    target_directory: str | None = None
 
 
 def validate_key(key: str, what: str) -> str:
@@ -553,11 +672,37 @@ def validate_key(key: str, what: str) -> str:
     return key
 
 
+def _checked_request(trigger_id: str, data: dict[str, Any]) -> ControlRequest:
+    """Validate a control request strictly: unknown fields, actions or types are refused."""
+    validate_key(trigger_id, "trigger id")
+    unknown = sorted(set(data) - _CONTROL_FIELDS)
+    if unknown:
+        raise CheckpointFormatError(f"unknown field(s) {', '.join(unknown)}")
+    if data.get("action") not in CONTROL_ACTIONS:
+        raise CheckpointFormatError(
+            f"unknown action {data.get('action')!r}; expected one of {', '.join(CONTROL_ACTIONS)}"
+        )
+    run_key, target = data.get("run_key"), data.get("target_directory")
+    if not isinstance(data.get("stop", False), bool):
+        raise CheckpointFormatError(f"'stop' must be true or false, not {data.get('stop')!r}")
+    if target is not None and (not isinstance(target, str) or not target.strip() or len(target) > 4096):
+        raise CheckpointFormatError(f"target_directory {target!r} is not a path or URL")
+    return ControlRequest(
+        trigger_id,
+        data["action"],
+        validate_key(run_key, "run key") if run_key else None,
+        int(data.get("created_ms") or 0),
+        bool(data.get("stop", False)),
+        target,
+    )
+
+
 class ControlChannel:
     """Requests to a running job (Airflow writes them) and the job's answers and run reports.
 
-    Layout under ``<job>/_control/``: ``requests/<trigger-id>.json``, ``responses/<trigger-id>.json``
-    and ``runs/<run-key>.json`` (the result of a run started with that key).
+    Layout under ``<job>/_control/``: ``requests/<trigger-id>.json``, ``responses/<trigger-id>.json``,
+    ``runs/<run-key>.json`` (the result of a run started with that key) and ``alive/<run-id>.json``
+    (heartbeats of running jobs).
     """
 
     def __init__(self, storage: CheckpointStorage):
@@ -591,17 +736,27 @@ class ControlChannel:
             raise CheckpointFormatError(f"{self.fs.unstrip_protocol(path)} is not a JSON object")
         return data
 
-    def request(self, trigger_id: str, action: str, run_key: str | None = None) -> ControlRequest:
-        """Ask the job to do ``action``; the same trigger id is answered once."""
-        if action not in CONTROL_ACTIONS:
-            raise CheckpointFormatError(f"control action {action!r} is not one of {', '.join(CONTROL_ACTIONS)}")
-        request = ControlRequest(
-            validate_key(trigger_id, "trigger id"),
-            action,
-            validate_key(run_key, "run key") if run_key else None,
-            now_ms(),
+    def request(
+        self,
+        trigger_id: str,
+        action: str,
+        run_key: str | None = None,
+        *,
+        stop: bool = False,
+        target_directory: str | None = None,
+    ) -> ControlRequest:
+        """Ask the job to do ``action``. A trigger id is answered once: asking again returns that answer."""
+        request = _checked_request(
+            trigger_id,
+            {
+                "action": action,
+                "run_key": run_key,
+                "created_ms": now_ms(),
+                "stop": stop,
+                "target_directory": target_directory,
+            },
         )
-        payload = {"action": action, "run_key": request.run_key, "created_ms": request.created_ms}
+        payload = {k: v for k, v in asdict(request).items() if k != "trigger_id"}
         self._write(self._path("requests", trigger_id), payload)
         return request
 
@@ -623,25 +778,36 @@ class ControlChannel:
                 continue
             trigger_id = base[: -len(".json")]
             try:
-                validate_key(trigger_id, "trigger id")
-                data = self._read(name) or {}
-                unknown = sorted(set(data) - _CONTROL_FIELDS)
-                if unknown:
-                    raise CheckpointFormatError(f"unknown field(s) {', '.join(unknown)}")
-                if data.get("action") not in CONTROL_ACTIONS:
-                    raise CheckpointFormatError(f"unknown action {data.get('action')!r}")
-                run_key = data.get("run_key")
-                found.append(
-                    ControlRequest(
-                        trigger_id,
-                        data["action"],
-                        validate_key(run_key, "run key") if run_key else None,
-                        int(data.get("created_ms") or 0),
-                    )
-                )
+                found.append(_checked_request(trigger_id, self._read(name) or {}))
             except (CheckpointFormatError, TypeError, ValueError) as exc:
                 found.append((trigger_id, str(exc)))
         return found
+
+    def heartbeat(self, run_id: str, run_key: str | None) -> None:
+        """Say this run is alive (the job calls it every ``HEARTBEAT_SECONDS``)."""
+        self._write(self._path("alive", run_id), {"run_id": run_id, "run_key": run_key, "updated_ms": now_ms()})
+
+    def end_heartbeat(self, run_id: str) -> None:
+        try:
+            self.fs.rm_file(self._path("alive", run_id))
+        except FileNotFoundError:
+            pass
+
+    def live_runs(self, stale_after: float = HEARTBEAT_STALE_SECONDS) -> list[dict[str, Any]]:
+        """Runs whose heartbeat is fresh: a run killed without a chance to clean up goes stale."""
+        try:
+            names = self.fs.ls(posixpath.join(self.base, "alive"), detail=False)
+        except FileNotFoundError:
+            return []
+        live = []
+        for name in names:
+            try:
+                beat = self._read(name)
+            except CheckpointFormatError:
+                continue
+            if beat and now_ms() - int(beat.get("updated_ms") or 0) <= stale_after * 1000:
+                live.append(beat)
+        return live
 
     def respond(self, trigger_id: str, payload: dict[str, Any]) -> None:
         self._write(self._path("responses", trigger_id), payload)

@@ -19,6 +19,7 @@ TRIGGERS = ("available-now", "continuous")
 OUTPUT_MODES = ("append", "update", "complete")
 CHECKPOINTING_MODES = ("exactly-once", "at-least-once")
 EXTERNALIZED_RETENTION = ("retain-on-cancellation", "delete-on-cancellation", "no-externalized")
+CLAIM_MODES = ("no-claim", "claim")
 MAX_SPEC_BYTES = 1024 * 1024
 MAX_SPEC_DEPTH = 8
 
@@ -54,6 +55,8 @@ class JobOptions:
     restore_from: str = "latest"
     working_dir: str | None = None
     run_key: str | None = None
+    claim_mode: str = "no-claim"
+    allow_non_restored_state: bool = False
     conf: dict[str, str] = field(default_factory=dict)
     storage_options: dict[str, Any] = field(default_factory=dict)
 
@@ -64,6 +67,7 @@ _CHOICES = {
     "output_mode": OUTPUT_MODES,
     "checkpointing_mode": CHECKPOINTING_MODES,
     "externalized_retention": EXTERNALIZED_RETENTION,
+    "claim_mode": CLAIM_MODES,
 }
 _KEYS = {f.name for f in fields(JobOptions)}
 
@@ -93,6 +97,18 @@ def build_parser() -> argparse.ArgumentParser:
     add("--externalized-retention", help="retain-on-cancellation (default), delete-on-cancellation, no-externalized")
     add("--restore-from", help="latest (default), none, or the path of a chk-<N> folder")
     add("--working-dir", help="where Spark's working checkpoint folder lives (default: local temp dir)")
+    add(
+        "--claim-mode",
+        help="restoring a savepoint: no-claim (default) never touches it; claim deletes it "
+        "once the first checkpoint after the restore completes",
+    )
+    add(
+        "--allow-non-restored-state",
+        action="store_const",
+        const=True,
+        default=None,
+        help="restore even if the new pipeline drops trailing stateful operators (their state is left out)",
+    )
     add("--run-key", help="caller-chosen key: the run's result goes to _control/runs/KEY.json; stop requests name it")
     add("--conf", action="append", metavar="KEY=VALUE", help="Spark conf for the session (repeatable)")
     return parser
@@ -179,6 +195,13 @@ def options_from_mapping(values: dict[str, Any]) -> JobOptions:
             raise OptionsError(f"{key} must be a mapping")
     if "conf" in values:
         values["conf"] = {str(k): str(v) for k, v in values["conf"].items()}
+    if "allow_non_restored_state" in values:
+        flag = values["allow_non_restored_state"]
+        if isinstance(flag, str) and flag.lower() in ("true", "false"):
+            flag = flag.lower() == "true"
+        if not isinstance(flag, bool):
+            raise OptionsError(f"--allow-non-restored-state {flag!r} must be true or false")
+        values["allow_non_restored_state"] = flag
     options = JobOptions(**values)
     _check_references(options)
     if options.checkpoint_timeout <= 0:

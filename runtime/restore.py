@@ -3,7 +3,8 @@
 ``--restore-from latest`` takes the newest valid checkpoint (damaged ones are skipped with a warning);
 with no checkpoint at all the job starts fresh and says so. When checkpoints exist but none is valid the
 job refuses to start: silently starting from empty state would lose it. ``none`` always starts fresh.
-A path must be one of this job's ``chk-<N>`` folders. Nothing here writes to storage.
+A path must be one of this job's ``chk-<N>`` folders, or a savepoint folder anywhere (savepoints are
+self-contained). Nothing here writes to storage.
 """
 
 from __future__ import annotations
@@ -13,17 +14,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from runtime.fingerprint import IncompatibleRestore, differences, pinned_conf_values
-from runtime.layout import CheckpointMetadata, CheckpointStorage
+from runtime.layout import CheckpointMetadata, CheckpointStorage, ValidCheckpoint
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class RestorePoint:
-    """The snapshot a run starts from."""
+    """The snapshot (checkpoint or savepoint) a run starts from."""
 
-    metadata: CheckpointMetadata
-    url: str
+    snapshot: ValidCheckpoint
+
+    @property
+    def metadata(self) -> CheckpointMetadata:
+        return self.snapshot.metadata
+
+    @property
+    def url(self) -> str:
+        return self.snapshot.url
 
     def describe(self) -> dict[str, Any]:
         """What ``restored_from`` records in the next checkpoints' ``_metadata``."""
@@ -53,15 +61,28 @@ def resolve_restore_point(storage: CheckpointStorage, restore_from: str) -> Rest
         if found is None:
             log.info("no checkpoint under %s; starting fresh", storage.location)
             return None
-        return RestorePoint(found.metadata, storage.url_of(found.path))
+        return RestorePoint(found)
     found = storage.resolve_snapshot(choice)
-    return RestorePoint(found.metadata, storage.url_of(found.path))
+    if found.metadata.kind == "savepoint" and found.metadata.job_name != storage.job_name:
+        log.warning("restoring job %r from a savepoint of job %r", storage.job_name, found.metadata.job_name)
+    return RestorePoint(found)
 
 
-def check_compatible(point: RestorePoint, fingerprint: dict[str, Any], spark: Any) -> None:
-    """Raise ``IncompatibleRestore`` listing every difference between the snapshot and the new pipeline."""
+def check_compatible(
+    point: RestorePoint, fingerprint: dict[str, Any], spark: Any, *, allow_non_restored_state: bool = False
+) -> int | None:
+    """Raise ``IncompatibleRestore`` listing every difference between the snapshot and the new pipeline.
+
+    Returns the number of stateful operators whose state is restored when ``allow_non_restored_state``
+    drops trailing ones (None: all of them).
+    """
     saved = point.metadata.fingerprint
     current_confs = pinned_conf_values(spark, sorted((saved.get("pinned_confs") or {}).keys()))
-    found = differences(saved, fingerprint, current_confs)
+    found = differences(saved, fingerprint, current_confs, allow_non_restored_state=allow_non_restored_state)
     if found:
         raise IncompatibleRestore(point.url, found)
+    kept, had = len(fingerprint.get("operators", [])), len(saved.get("operators", []))
+    if kept < had:
+        log.warning("--allow-non-restored-state: the state of %d stateful operator(s) is not restored", had - kept)
+        return kept
+    return None

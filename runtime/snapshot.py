@@ -14,10 +14,11 @@ import posixpath
 import shutil
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 from fsspec.implementations.local import LocalFileSystem
 
-from runtime.layout import CheckpointMetadata, CheckpointStorage, FileEntry
+from runtime.layout import CheckpointStorage, FileEntry, SavepointFolder, ValidCheckpoint
 from runtime.state_files import SelectedFile, read_batch_offsets, select_files
 from runtime.working_copy import WorkingCopy
 
@@ -137,26 +138,58 @@ def copy_into_storage(working: WorkingCopy, source: str, storage: CheckpointStor
         except OSError:
             shutil.copyfile(source, temporary)
         os.replace(temporary, destination)
-    elif working.is_local:
-        storage.fs.put_file(source, destination)
     else:
-        with working.fs.open(source, "rb") as reader, storage.fs.open(destination, "wb") as writer:
+        _copy(working.fs, source, storage.fs, destination)
+
+
+def materialize(snapshot: ValidCheckpoint, working: WorkingCopy, *, skip_state_operators: int | None = None) -> int:
+    """Build Spark's (empty, fresh) working folder from a checkpoint's or savepoint's files. Returns bytes.
+
+    ``skip_state_operators``: leave out the state of stateful operators with this index or higher (what
+    ``--allow-non-restored-state`` drops when the new pipeline has fewer stateful operators).
+    """
+    copied = 0
+    for entry in snapshot.metadata.files:
+        if skip_state_operators is not None and _state_operator(entry.target) is not None:
+            if _state_operator(entry.target) >= skip_state_operators:
+                continue
+        source = snapshot.file_path(entry)
+        destination = working.file_path(entry.target)
+        working.fs.makedirs(posixpath.dirname(destination), exist_ok=True)
+        _copy(snapshot.fs, source, working.fs, destination)
+        copied += entry.size
+    return copied
+
+
+def _state_operator(target: str) -> int | None:
+    parts = target.split("/")
+    return int(parts[1]) if len(parts) > 2 and parts[0] == "state" and parts[1].isdigit() else None
+
+
+def _copy(source_fs: Any, source: str, destination_fs: Any, destination: str) -> None:
+    """Copy one file between filesystems (a plain copy when both are local disks)."""
+    local = LocalFileSystem
+    if isinstance(source_fs, local) and isinstance(destination_fs, local):
+        shutil.copyfile(source, destination)
+    elif isinstance(destination_fs, local):
+        source_fs.get_file(source, destination)
+    elif isinstance(source_fs, local):
+        destination_fs.put_file(source, destination)
+    else:
+        with source_fs.open(source, "rb") as reader, destination_fs.open(destination, "wb") as writer:
             shutil.copyfileobj(reader, writer, 4 * 1024 * 1024)
 
 
-def materialize(meta: CheckpointMetadata, storage: CheckpointStorage, working: WorkingCopy) -> int:
-    """Build Spark's (empty, fresh) working folder from a checkpoint's files. Returns bytes copied."""
-    copied = 0
-    for entry in meta.files:
-        source = storage.job_file(entry.path)
-        destination = working.file_path(entry.target)
-        working.fs.makedirs(posixpath.dirname(destination), exist_ok=True)
-        if working.is_local and isinstance(storage.fs, LocalFileSystem):
-            shutil.copyfile(source, destination)
-        elif working.is_local:
-            storage.fs.get_file(source, destination)
-        else:
-            with storage.fs.open(source, "rb") as reader, working.fs.open(destination, "wb") as writer:
-                shutil.copyfileobj(reader, writer, 4 * 1024 * 1024)
-        copied += entry.size
-    return copied
+def upload_savepoint(snap: Capture, working: WorkingCopy, folder: SavepointFolder, aborted: threading.Event) -> Upload:
+    """Copy every file of ``snap`` into a self-contained savepoint folder (nothing shared, nothing reused)."""
+    entries: list[FileEntry] = []
+    written = 0
+    for selected in snap.files:
+        if aborted.is_set():
+            raise CheckpointAborted(f"savepoint {snap.checkpoint_id} was aborted during upload")
+        destination = folder.file_path(selected.target)
+        folder.fs.makedirs(posixpath.dirname(destination), exist_ok=True)
+        _copy(working.fs, snap.sources[selected.target], folder.fs, destination)
+        written += selected.size
+        entries.append(FileEntry(selected.target, selected.target, selected.size, shared=False))
+    return Upload(entries, written, [])

@@ -23,7 +23,16 @@ from typing import Any
 from runtime.coordinator import CheckpointConfig, CheckpointCoordinator
 from runtime.errors import JobFailed, PipelineError
 from runtime.fingerprint import plan_fingerprint
-from runtime.layout import CheckpointMetadata, CheckpointStorage, ControlChannel, now_ms
+from runtime.layout import (
+    HEARTBEAT_SECONDS,
+    CheckpointFormatError,
+    CheckpointMetadata,
+    CheckpointStorage,
+    ControlChannel,
+    ControlRequest,
+    SavepointFolder,
+    now_ms,
+)
 from runtime.options import JobOptions
 from runtime.restore import RestorePoint, check_compatible, resolve_restore_point
 from runtime.retention import apply_externalized_retention
@@ -103,6 +112,9 @@ class StreamingJob:
         self.options = options
         self._spark = spark
         self._stop_requested = threading.Event()
+        self._stop_savepoint: tuple[ControlRequest, SavepointFolder] | None = None
+        self.savepoint: CheckpointMetadata | None = None
+        self.savepoint_url: str | None = None
         self.run_id = f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
 
     def request_stop(self, *_: Any) -> None:
@@ -141,14 +153,17 @@ class StreamingJob:
             )
         df = load_pipeline(opts.pipeline, spark)
         fingerprint = plan_fingerprint(df)
+        restored_operators = None
         if point is not None:
-            check_compatible(point, fingerprint, spark)
+            restored_operators = check_compatible(
+                point, fingerprint, spark, allow_non_restored_state=opts.allow_non_restored_state
+            )
         sink = load_sink(opts.sink)
 
         # From here on the run writes: working folder, sink recovery, checkpoints.
         working = WorkingCopy(opts.working_dir, opts.job_name, self.run_id)
         working.create()
-        self._restore(point, storage, working, sink)
+        self._restore(point, working, sink, restored_operators)
         coordinator = CheckpointCoordinator(
             storage,
             working,
@@ -166,12 +181,14 @@ class StreamingJob:
             fingerprint=fingerprint,
             restored_from=point.describe() if point else None,
             spark_version=spark.version,
-            on_completed=self._publisher(sink),
+            on_completed=self._publisher(sink, point),
         )
         outcome = "failed"
+        control = ControlChannel(storage)
         try:
-            outcome, final = self._run_query(spark, df, sink, coordinator, working, ControlChannel(storage))
+            outcome, final = self._run_query(spark, df, sink, coordinator, working, control)
         finally:
+            control.end_heartbeat(self.run_id)
             coordinator.shutdown()
             apply_externalized_retention(storage, opts.externalized_retention, outcome)
             if self._spark is None:
@@ -181,14 +198,14 @@ class StreamingJob:
 
     # --- steps ------------------------------------------------------------------------------------
     def _restore(
-        self, point: RestorePoint | None, storage: CheckpointStorage, working: WorkingCopy, sink: Sink
+        self, point: RestorePoint | None, working: WorkingCopy, sink: Sink, restored_operators: int | None
     ) -> None:
         if point is None:
             sink.abort(-1, None)
             log.info("job %r run %s starts fresh", self.options.job_name, self.run_id)
             return
         meta = point.metadata
-        copied = materialize(meta, storage, working)
+        copied = materialize(point.snapshot, working, skip_state_operators=restored_operators)
         log.info(
             "restoring job %r from %s %d (batch %d, %d files, %d bytes) at %s",
             self.options.job_name,
@@ -204,12 +221,19 @@ class StreamingJob:
         sink.commit(meta.batch_id, meta.id)
         sink.abort(meta.batch_id, meta.id)
 
-    def _publisher(self, sink: Sink):
+    def _publisher(self, sink: Sink, point: RestorePoint | None):
         exactly_once = self.options.checkpointing_mode == "exactly-once"
+        claimed = point is not None and point.metadata.kind == "savepoint" and self.options.claim_mode == "claim"
 
         def on_completed(meta: CheckpointMetadata) -> None:
+            nonlocal claimed
             if exactly_once:
                 sink.commit(meta.batch_id, meta.id)
+            if claimed and meta.kind == "checkpoint":
+                # CLAIM: the job owns the savepoint it restored; once a checkpoint of its own exists, it goes.
+                claimed = False
+                log.info("--claim-mode claim: deleting the restored savepoint %s", point.url)
+                SavepointFolder(point.url, self.options.storage_options).discard()
 
         return on_completed
 
@@ -245,7 +269,7 @@ class StreamingJob:
         coordinator.start()
         started = time.monotonic()
         started_ms = now_ms()
-        next_control_check = 0.0
+        next_control_check = next_heartbeat = 0.0
         query = writer.start()
         listener.run_id = str(query.runId)
         self.rows = listener.rows
@@ -257,7 +281,10 @@ class StreamingJob:
                     raise JobFailed(coordinator.fatal)
                 if time.monotonic() >= next_control_check:
                     next_control_check = time.monotonic() + CONTROL_POLL_SECONDS
-                    self._handle_control_requests(control, started_ms)
+                    if time.monotonic() >= next_heartbeat:
+                        next_heartbeat = time.monotonic() + HEARTBEAT_SECONDS
+                        control.heartbeat(self.run_id, opts.run_key)
+                    self._handle_control_requests(control, started_ms, coordinator, working)
                 overdue = opts.max_duration is not None and time.monotonic() - started > opts.max_duration
                 if self._stop_requested.is_set() or overdue:
                     if overdue:
@@ -276,15 +303,20 @@ class StreamingJob:
                 raise JobFailed(f"the streaming query failed: {_first_line(str(error))}")
             if coordinator.fatal:
                 raise JobFailed(coordinator.fatal)
-            final = self._final_checkpoint(coordinator, working)
+            if self._stop_savepoint is not None:
+                final = self._savepoint_and_stop(control, coordinator, working)
+            else:
+                final = self._final_checkpoint(coordinator, working)
         finally:
             if query.isActive:
                 query.stop()
             spark.streams.removeListener(listener.listener)
         return outcome, final
 
-    def _handle_control_requests(self, control: ControlChannel, started_ms: int) -> None:
-        """Answer stop requests for this run (its run key, or any run if the request names none)."""
+    def _handle_control_requests(
+        self, control: ControlChannel, started_ms: int, coordinator: CheckpointCoordinator, working: WorkingCopy
+    ) -> None:
+        """Answer requests for this run (its run key, or any run if the request names none)."""
         try:
             requests = control.pending()
         except Exception:  # storage hiccup: try again at the next poll, never fail the job for it
@@ -301,9 +333,71 @@ class StreamingJob:
             if request.run_key is None and request.created_ms < started_ms:
                 control.respond(request.trigger_id, {"status": "expired", "reason": "made before this run started"})
                 continue
-            log.info("control request %s: %s", request.trigger_id, request.action)
-            control.respond(request.trigger_id, {"status": "accepted", "action": request.action, "run_id": self.run_id})
-            self.request_stop()
+            log.info(
+                "control request %s: %s%s", request.trigger_id, request.action, " and stop" if request.stop else ""
+            )
+            if request.action == "stop":
+                control.respond(request.trigger_id, {"status": "accepted", "action": "stop", "run_id": self.run_id})
+                self.request_stop()
+                continue
+            try:
+                folder = coordinator.storage.default_savepoint_folder(request.trigger_id, request.target_directory)
+            except CheckpointFormatError as exc:
+                control.respond(request.trigger_id, {"status": "rejected", "reason": str(exc)})
+                continue
+            control.respond(request.trigger_id, {"status": "in_progress", "run_id": self.run_id})
+            if request.stop:
+                self._stop_savepoint = (request, folder)
+                self.request_stop()
+            else:
+                self._take_savepoint(control, request, folder, coordinator, working)
+
+    def _take_savepoint(
+        self,
+        control: ControlChannel,
+        request: ControlRequest,
+        folder: SavepointFolder,
+        coordinator: CheckpointCoordinator,
+        working: WorkingCopy,
+    ) -> CheckpointMetadata | None:
+        """Savepoint the newest completed batch into ``folder`` and answer the request."""
+        batches = working.committed_batches()
+        if not batches:
+            reason = "the job has not completed a batch yet; ask again once it has"
+            control.respond(request.trigger_id, {"status": "failed", "reason": reason, "run_id": self.run_id})
+            return None
+        outcome = coordinator.savepoint_now(batches[-1], folder)
+        if outcome.result is None:
+            control.respond(request.trigger_id, {"status": "failed", "reason": outcome.reason, "run_id": self.run_id})
+            return None
+        control.respond(
+            request.trigger_id,
+            {
+                "status": "completed",
+                "savepoint_path": folder.url,
+                "savepoint_id": outcome.result.id,
+                "batch_id": outcome.result.batch_id,
+                "stopped": request.stop,
+                "run_id": self.run_id,
+            },
+        )
+        self.savepoint = outcome.result
+        self.savepoint_url = folder.url
+        return outcome.result
+
+    def _savepoint_and_stop(
+        self, control: ControlChannel, coordinator: CheckpointCoordinator, working: WorkingCopy
+    ) -> CheckpointMetadata | None:
+        """Stop-with-savepoint: the query has stopped between batches; savepoint it (sinks commit on it)."""
+        request, folder = self._stop_savepoint
+        if self._take_savepoint(control, request, folder, coordinator, working) is None:
+            final = self._final_checkpoint(coordinator, working)  # nothing is lost either way
+            reason = (control.response(request.trigger_id) or {}).get("reason")
+            raise JobFailed(
+                f"stop-with-savepoint failed ({reason}); the job stopped after a final checkpoint "
+                f"{final.id if final else '(none needed)'} instead"
+            )
+        return coordinator.latest
 
     def _stop_between_batches(self, query: Any) -> None:
         """Stop when no batch is running: stopping inside a Python foreachBatch can wedge the stream thread."""
@@ -358,6 +452,8 @@ class StreamingJob:
             "checkpoints_completed": list(coordinator.completed),
             "batches": len(rows),
             "rows": sum(rows.values()),
+            "savepoint_path": self.savepoint_url,
+            "savepoint_id": self.savepoint.id if self.savepoint else None,
         }
 
 

@@ -1,0 +1,233 @@
+"""Issue 4's must-show: stop-with-savepoint, relocated restore, refused incompatible upgrade, retention.
+
+v1 (a stateful running count) runs continuously in its own process; ``python -m runtime savepoint --stop``
+stops it through ``_control/`` and prints the savepoint's path. The savepoint folder is copied elsewhere;
+v2 (the same state plus a projected column) restores from the copy and the counts continue exactly; v3 (a
+changed grouping key) is refused and the checkpoint root is left byte for byte as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runtime.fingerprint import IncompatibleRestore
+from runtime.layout import CheckpointStorage, ControlChannel
+from runtime.options import parse_options
+from runtime.retention import apply_job_retention, plan_job_retention
+from runtime.streaming_job import StreamingJob
+from tests.conftest import (
+    REPO,
+    SPARK_CONF,
+    Landing,
+    completed_checkpoints,
+    job_args,
+    published_rows,
+    run_module,
+    subprocess_env,
+    tree_state,
+    wait_for,
+)
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+def _largest_counts(output: Path) -> dict[str, int]:
+    largest: dict[str, int] = {}
+    for row in published_rows(output):
+        largest[row["key"]] = max(largest.get(row["key"], 0), row["count"])
+    return largest
+
+
+def test_savepoint_upgrade_lifecycle(spark, tmp_path: Path, landing: Landing):
+    root, work, output = tmp_path / "root", tmp_path / "work", tmp_path / "out"
+    landing.add_files(6)
+    v1_args = job_args(
+        "counts",
+        root,
+        work,
+        landing,
+        pipeline="examples.pipelines:running_counts",
+        output_mode="update",
+        sink=f"parquet:{output}",
+        trigger="continuous",
+        batch_interval="200ms",
+        checkpoint_interval="1s",
+    )
+    v1_args += [a for k, v in SPARK_CONF.items() for a in ("--conf", f"{k}={v}")]
+    v1 = subprocess.Popen(
+        [sys.executable, "-m", "runtime", *v1_args],
+        cwd=REPO,
+        env=subprocess_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    control = ControlChannel(CheckpointStorage(str(root), "counts"))
+    wait_for(lambda: completed_checkpoints(root, "counts") and control.live_runs(), 180, "v1 running", v1)
+
+    # Stop-with-savepoint from the command line: the path is the last line; v1 exits 0.
+    asked = run_module(
+        [
+            "savepoint",
+            "--job-name",
+            "counts",
+            "--checkpoint-root",
+            str(root),
+            "--stop",
+            "--trigger-id",
+            "upgrade-1",
+            "--timeout",
+            "3min",
+        ],
+        timeout=240,
+    )
+    assert asked.returncode == 0, asked.stderr[-3000:]
+    savepoint_url = asked.stdout.strip().splitlines()[-1]
+    assert savepoint_url.endswith("/counts/savepoints/savepoint-upgrade-1")
+    stdout, stderr = v1.communicate(timeout=120)
+    assert v1.returncode == 0, stderr[-3000:]
+    v1_result = json.loads(stdout.strip().splitlines()[-1].removeprefix("result: "))
+    assert v1_result["status"] == "cancelled" and v1_result["savepoint_path"] == savepoint_url
+    savepoint = Path(savepoint_url.removeprefix("file://"))
+    meta = json.loads((savepoint / "_metadata").read_text())
+    assert meta["kind"] == "savepoint" and all(not f["shared"] for f in meta["files"])
+    assert all(not f["path"].startswith(("/", "..")) for f in meta["files"]), "relative paths: relocatable"
+    assert not any((output / "_staging").glob("batch-*")), "the savepoint committed the sink"
+    # Asking again with the same trigger id returns the same savepoint (the job is gone by now).
+    again = run_module(
+        ["savepoint", "--job-name", "counts", "--checkpoint-root", str(root), "--trigger-id", "upgrade-1"], timeout=120
+    )
+    assert again.returncode == 0 and again.stdout.strip().splitlines()[-1] == savepoint_url
+    # No job running: a new savepoint request fails clearly instead of waiting forever.
+    orphan = run_module(["savepoint", "--job-name", "counts", "--checkpoint-root", str(root)], timeout=120)
+    assert orphan.returncode == 1 and "no running job 'counts'" in orphan.stderr
+
+    # Relocate the savepoint; v3 (changed grouping key) is refused and changes nothing.
+    elsewhere = tmp_path / "archive" / "copied-savepoint"
+    shutil.copytree(savepoint, elsewhere)
+    landing.add_files(3)
+    before = tree_state(root), tree_state(output)
+    with pytest.raises(IncompatibleRestore) as refused:
+        StreamingJob(
+            parse_options(
+                job_args(
+                    "counts",
+                    root,
+                    work,
+                    landing,
+                    pipeline="examples.pipelines:running_counts_by_value",
+                    output_mode="update",
+                    sink=f"parquet:{output}",
+                    restore_from=str(elsewhere),
+                )
+            ),
+            spark,
+        ).run()
+    assert str(refused.value).startswith("incompatible restore from")
+    assert "operator 0 (aggregation) key: [key: string] became [value: long]" in str(refused.value)
+    assert (tree_state(root), tree_state(output)) == before
+
+    # v2: the same state plus a projected column, restored from the copy: counts continue exactly.
+    v2 = StreamingJob(
+        parse_options(
+            job_args(
+                "counts",
+                root,
+                work,
+                landing,
+                pipeline="examples.pipelines:running_counts_with_label",
+                output_mode="update",
+                sink=f"parquet:{output}",
+                restore_from=str(elsewhere),
+            )
+        ),
+        spark,
+    ).run()
+    assert v2["restored_from"]["kind"] == "savepoint" and v2["restored_from"]["id"] == meta["id"]
+    assert v2["checkpoint_id"] > meta["id"], "checkpoints and savepoints share one increasing counter"
+    assert _largest_counts(output) == landing.counts_by_key()
+    # The new column is in v2's files; readers see it when they merge schemas across files.
+    merged = spark.read.option("mergeSchema", "true").parquet(str(output))
+    labels = [r.label for r in merged.where("label IS NOT NULL").collect()]
+    assert labels and all(label.startswith("k") and label.count(":") == 1 for label in labels)
+    # NO_CLAIM: the first checkpoint after the restore references nothing of the savepoint, which is intact.
+    first = json.loads((root / "counts" / f"chk-{v2['checkpoints_completed'][0]}" / "_metadata").read_text())
+    assert all("savepoint" not in f["path"] for f in first["files"])
+    assert tree_state(elsewhere) == tree_state(savepoint)
+
+    # Retention with num_retained=1 keeps the savepoint (and the savepoint stays restorable).
+    storage = CheckpointStorage(str(root), "counts")
+    plan = plan_job_retention(storage, num_retained=1, orphan_grace=0, now=__import__("time").time())
+    apply_job_retention(storage, plan)
+    assert len(completed_checkpoints(root, "counts")) == 1
+    assert storage.savepoint_names() == ["savepoint-upgrade-1"]
+    assert storage.resolve_snapshot(savepoint_url).metadata.kind == "savepoint"
+
+
+def test_claim_mode_deletes_the_restored_savepoint_after_the_first_checkpoint(spark, tmp_path, landing):
+    from runtime.layout import SavepointFolder
+
+    root, work, output = tmp_path / "root", tmp_path / "work", tmp_path / "out"
+    landing.add_files(2)
+    args = job_args(
+        "claimed",
+        root,
+        work,
+        landing,
+        pipeline="examples.pipelines:running_counts",
+        output_mode="update",
+        sink=f"parquet:{output}",
+    )
+    StreamingJob(parse_options(args), spark).run()
+    # Take a savepoint of the finished job's latest checkpoint by restoring it into a savepoint folder.
+    storage = CheckpointStorage(str(root), "claimed")
+    latest = storage.latest_valid_checkpoint()
+    folder = SavepointFolder(str(tmp_path / "sp"))
+    for entry in latest.metadata.files:
+        target = Path(folder.file_path(entry.target))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(latest.file_path(entry), target)
+    from dataclasses import replace
+
+    from runtime.layout import FileEntry
+
+    files = [FileEntry(e.target, e.target, e.size, False) for e in latest.metadata.files]
+    folder.write_metadata(replace(latest.metadata, kind="savepoint", files=files))
+    landing.add_files(1)
+    result = StreamingJob(
+        parse_options(args + ["--restore-from", str(tmp_path / "sp"), "--claim-mode", "claim"]), spark
+    ).run()
+    assert result["restored_from"]["kind"] == "savepoint"
+    assert not (tmp_path / "sp").exists(), "CLAIM: the job owned the savepoint and dropped it after its checkpoint"
+    assert _largest_counts(output) == landing.counts_by_key()
+
+
+def test_allow_non_restored_state_drops_trailing_operators_only(spark, tmp_path, landing):
+    root, work = tmp_path / "root", tmp_path / "work"
+    landing.add_files(2)
+    stateful = job_args(
+        "drop",
+        root,
+        work,
+        landing,
+        pipeline="examples.pipelines:running_counts",
+        output_mode="update",
+        sink=f"parquet:{tmp_path / 'out'}",
+    )
+    StreamingJob(parse_options(stateful), spark).run()
+    stateless = job_args(
+        "drop", root, work, landing, pipeline="examples.pipelines:events", sink=f"parquet:{tmp_path / 'out2'}"
+    )
+    with pytest.raises(IncompatibleRestore, match="stateful operators: snapshot has 1"):
+        StreamingJob(parse_options(stateless), spark).run()
+    landing.add_files(1)
+    result = StreamingJob(parse_options(stateless + ["--allow-non-restored-state"]), spark).run()
+    assert result["restored_from"] is not None and result["rows"] == 10, "continues from the offsets, new rows only"
+    latest = json.loads((root / "drop" / f"chk-{result['checkpoint_id']}" / "_metadata").read_text())
+    assert not any(f["target"].startswith("state/") for f in latest["files"]), "the dropped state is not carried"
