@@ -34,6 +34,7 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "airflow_checkpoint_provider.operators.streaming_job",
                     "airflow_checkpoint_provider.operators.retention",
+                    "airflow_checkpoint_provider.operators.savepoint",
                 ],
             }
         ],
@@ -49,7 +50,10 @@ def get_provider_info() -> dict[str, Any]:
         "triggers": [
             {
                 "integration-name": "Spark Structured Streaming checkpoints",
-                "python-modules": ["airflow_checkpoint_provider.triggers.checkpoint"],
+                "python-modules": [
+                    "airflow_checkpoint_provider.triggers.checkpoint",
+                    "airflow_checkpoint_provider.triggers.savepoint",
+                ],
             }
         ],
         "connection-types": [

@@ -23,11 +23,16 @@ from typing import Any
 
 from runtime.durations import format_bytes, format_duration, parse_duration
 from runtime.errors import EXIT_BAD_INPUT, EXIT_JOB_FAILED, EXIT_OK
-from runtime.layout import CheckpointFormatError, CheckpointStorage, ControlChannel, DamagedCheckpoint
+from runtime.layout import (
+    TERMINAL_STATUSES,
+    CheckpointFormatError,
+    CheckpointStorage,
+    ControlChannel,
+    DamagedCheckpoint,
+)
 from runtime.options import OptionsError, load_spec
 
 COMMANDS = ("savepoint", "list", "inspect")
-TERMINAL = ("completed", "failed", "rejected", "expired")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -70,34 +75,18 @@ def main(argv: list[str]) -> int:
         return EXIT_BAD_INPUT
 
 
-def request_savepoint(
-    control: ControlChannel, trigger_id: str, *, stop: bool, target_directory: str | None
-) -> dict[str, Any] | None:
-    """Ask the running job for a savepoint unless ``trigger_id`` was asked before; returns a prior answer."""
-    previous = control.response(trigger_id)
-    if previous is not None:
-        return previous
-    if not control.live_runs():
-        raise LookupError(
-            f"no running job {control.storage.job_name!r} under {control.storage.root_url} (no heartbeat in "
-            "the last 30 s); start the job first"
-        )
-    control.request(trigger_id, "savepoint", stop=stop, target_directory=target_directory)
-    return None
-
-
 def savepoint(storage: CheckpointStorage, args: argparse.Namespace) -> int:
     control = ControlChannel(storage)
     trigger_id = args.trigger_id or f"sp-{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
     timeout = parse_duration(args.timeout, name="--timeout")
     try:
-        answer = request_savepoint(control, trigger_id, stop=args.stop, target_directory=args.target_directory)
+        answer = control.request_savepoint(trigger_id, stop=args.stop, target_directory=args.target_directory)
     except LookupError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_JOB_FAILED
     print(f"savepoint requested: trigger id {trigger_id}", file=sys.stderr, flush=True)
     deadline = time.monotonic() + timeout
-    while (answer or {}).get("status") not in TERMINAL:
+    while (answer or {}).get("status") not in TERMINAL_STATUSES:
         if time.monotonic() > deadline:
             print(
                 f"error: savepoint {trigger_id} did not complete within {format_duration(timeout)}; the request "

@@ -648,6 +648,8 @@ MAX_CONTROL_BYTES = 16 * 1024
 _CONTROL_FIELDS = {"action", "run_key", "created_ms", "stop", "target_directory"}
 HEARTBEAT_SECONDS = 5.0
 HEARTBEAT_STALE_SECONDS = 30.0
+# Answers after which a request is settled; "in_progress" and "accepted" are not.
+TERMINAL_STATUSES = ("completed", "failed", "rejected", "expired")
 
 
 @dataclass(frozen=True)
@@ -808,6 +810,24 @@ class ControlChannel:
             if beat and now_ms() - int(beat.get("updated_ms") or 0) <= stale_after * 1000:
                 live.append(beat)
         return live
+
+    def request_savepoint(
+        self, trigger_id: str, *, stop: bool = False, target_directory: str | None = None
+    ) -> dict[str, Any] | None:
+        """Ask the running job for a savepoint, unless ``trigger_id`` was asked before: then its answer.
+
+        Raises ``LookupError`` when no run of the job has a fresh heartbeat (nothing would answer).
+        """
+        previous = self.response(trigger_id)
+        if previous is not None:
+            return previous
+        if not self.live_runs():
+            raise LookupError(
+                f"no running job {self.storage.job_name!r} under {self.storage.root_url} (no heartbeat in the "
+                f"last {HEARTBEAT_STALE_SECONDS:.0f} s); start the job first"
+            )
+        self.request(trigger_id, "savepoint", stop=stop, target_directory=target_directory)
+        return None
 
     def respond(self, trigger_id: str, payload: dict[str, Any]) -> None:
         self._write(self._path("responses", trigger_id), payload)

@@ -1,9 +1,15 @@
-"""Operators: run a checkpointed job, restore it, enforce retention."""
+"""Operators: run a checkpointed job, restore it, take savepoints, enforce retention."""
 
 from airflow_checkpoint_provider.operators.retention import CheckpointRetentionOperator
+from airflow_checkpoint_provider.operators.savepoint import SavepointOperator
 from airflow_checkpoint_provider.operators.streaming_job import (
     CheckpointedStreamingJobOperator,
     RestoreFromCheckpointOperator,
 )
 
-__all__ = ["CheckpointedStreamingJobOperator", "CheckpointRetentionOperator", "RestoreFromCheckpointOperator"]
+__all__ = [
+    "CheckpointedStreamingJobOperator",
+    "CheckpointRetentionOperator",
+    "RestoreFromCheckpointOperator",
+    "SavepointOperator",
+]

@@ -1,5 +1,6 @@
 """Triggers for deferrable sensors (they live in the installed package, as the triggerer needs)."""
 
 from airflow_checkpoint_provider.triggers.checkpoint import CheckpointTrigger
+from airflow_checkpoint_provider.triggers.savepoint import SavepointTrigger
 
-__all__ = ["CheckpointTrigger"]
+__all__ = ["CheckpointTrigger", "SavepointTrigger"]

@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import Landing, completed_checkpoints, published_rows
+from runtime.layout import CheckpointStorage, ControlChannel
+from tests.conftest import (
+    REPO,
+    SPARK_CONF,
+    Landing,
+    completed_checkpoints,
+    job_args,
+    published_rows,
+    subprocess_env,
+    wait_for,
+)
 from tests.provider.conftest import load_dag, task_states, xcom
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -55,3 +67,86 @@ def test_restore_automation(tmp_path: Path, landing: Landing, max_age: str, rest
         assert states == {"run_job": "success", "check_health": "success", "restore_from_latest": "skipped"}
     ids = sorted(row["id"] for row in published_rows(tmp_path / "out"))
     assert len(ids) == len(set(ids)), "no row published twice"
+
+
+def _start_v1(tmp_path: Path, landing: Landing) -> subprocess.Popen:
+    """v1 of the job, running continuously in its own process (what the upgrade DAG finds running)."""
+    args = job_args(
+        "counts",
+        tmp_path / "root",
+        tmp_path / "work",
+        landing,
+        pipeline="examples.pipelines:running_counts",
+        output_mode="update",
+        sink=f"parquet:{tmp_path / 'out'}",
+        trigger="continuous",
+        batch_interval="200ms",
+        checkpoint_interval="1s",
+    )
+    # The same Spark settings as the example DAG's new version (a different shuffle partition count
+    # would rightly be refused as incompatible).
+    conf = {**SPARK_CONF, "spark.sql.shuffle.partitions": "4"}
+    args += [a for k, v in conf.items() for a in ("--conf", f"{k}={v}")]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "runtime", *args],
+        cwd=REPO,
+        env=subprocess_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    control = ControlChannel(CheckpointStorage(str(tmp_path / "root"), "counts"))
+    wait_for(lambda: completed_checkpoints(tmp_path / "root", "counts") and control.live_runs(), 180, "v1", process)
+    return process
+
+
+def _upgrade_conf(tmp_path: Path, landing: Landing, new_pipeline: str) -> dict:
+    return {
+        "job_name": "counts",
+        "checkpoint_root": str(tmp_path / "root"),
+        "landing": str(landing.path),
+        "output": str(tmp_path / "out"),
+        "new_pipeline": new_pipeline,
+        "stop": True,
+        "restore_source": "savepoint",
+    }
+
+
+def test_upgrade_with_savepoint(tmp_path: Path, landing: Landing):
+    landing.add_files(5)
+    v1 = _start_v1(tmp_path, landing)
+    landing.add_files(2)
+    run = load_dag("upgrade_with_savepoint").test(
+        run_conf=_upgrade_conf(tmp_path, landing, "examples.pipelines:running_counts_with_label")
+    )
+    assert v1.wait(timeout=120) == 0, v1.stderr.read()[-3000:]
+    assert set(task_states(run).values()) == {"success"}, task_states(run)
+    savepoint_path = xcom(run, "take_savepoint")
+    new_version = xcom(run, "run_new_version")
+    assert new_version["restored_from"]["path"] == savepoint_path
+    assert new_version["restored_from"]["kind"] == "savepoint"
+    assert xcom(run, "confirm_first_checkpoint")["checkpoint_id"] == new_version["checkpoint_id"]
+    largest: dict[str, int] = {}
+    for row in published_rows(tmp_path / "out"):
+        largest[row["key"]] = max(largest.get(row["key"], 0), row["count"])
+    assert largest == landing.counts_by_key(), "the counts continued exactly across the upgrade"
+
+
+def test_incompatible_upgrade_fails_in_the_restore_step_and_keeps_the_savepoint(
+    tmp_path: Path, landing: Landing, capfd
+):
+    landing.add_files(3)
+    v1 = _start_v1(tmp_path, landing)
+    run = load_dag("upgrade_with_savepoint").test(
+        run_conf=_upgrade_conf(tmp_path, landing, "examples.pipelines:running_counts_by_value")
+    )
+    assert v1.wait(timeout=120) == 0
+    states = task_states(run)
+    assert states["take_savepoint"] == "success" and states["run_new_version"] == "failed", states
+    assert states["confirm_first_checkpoint"] == "upstream_failed"
+    output = capfd.readouterr().out
+    assert "incompatible restore from" in output and "key: [key: string] became [value: long]" in output
+    storage = CheckpointStorage(str(tmp_path / "root"), "counts")
+    savepoint = storage.resolve_snapshot(xcom(run, "take_savepoint"))  # still valid: usable for a retry
+    assert savepoint.metadata.kind == "savepoint"
+    assert all(i < savepoint.metadata.id for i in completed_checkpoints(tmp_path / "root", "counts"))

@@ -1,0 +1,117 @@
+"""Take a savepoint of a running job, optionally stopping it (stop-with-savepoint)."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from airflow.sdk import BaseOperator, Context
+
+try:
+    from airflow.sdk.exceptions import AirflowException
+except ImportError:  # pragma: no cover - older task SDKs
+    from airflow.exceptions import AirflowException
+
+from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
+from airflow_checkpoint_provider.triggers.savepoint import SavepointTrigger
+from runtime.durations import parse_duration
+from runtime.layout import TERMINAL_STATUSES
+
+
+class SavepointOperator(BaseOperator):
+    """Ask the running job for a savepoint through ``_control/`` and wait for it (deferrable by default).
+
+    The trigger id is derived from the DAG run and task, so a retry returns the same savepoint instead of
+    taking another. Fails clearly when no run of the job is alive or the savepoint does not complete in
+    ``timeout``. Returns the savepoint's path to XCom (and pushes ``savepoint_id`` and ``batch_id``).
+
+    :param job_name: the running job (templated).
+    :param checkpoint_root: its checkpoint root (templated).
+    :param stop: stop the job after the savepoint (finish the batch, savepoint, commit, exit 0) (templated).
+    :param target_directory: where the savepoint goes; default ``<root>/<job>/savepoints/`` (templated).
+    :param timeout: how long to wait, e.g. ``5min``.
+    :param storage_conn_id: ``checkpoint_storage`` connection, if the storage needs credentials.
+    :param deferrable: wait in the triggerer (default) instead of holding a worker slot.
+    """
+
+    template_fields: Sequence[str] = ("job_name", "checkpoint_root", "stop", "target_directory")
+    ui_color = "#efe4f4"
+
+    def __init__(
+        self,
+        *,
+        job_name: str,
+        checkpoint_root: str,
+        stop: bool | str = False,
+        target_directory: str | None = None,
+        timeout: str = "5min",
+        storage_conn_id: str | None = None,
+        deferrable: bool = True,
+        poll_interval: float = 2.0,
+        **kwargs: Any,
+    ):
+        super().__init__(**kwargs)
+        self.job_name = job_name
+        self.checkpoint_root = checkpoint_root
+        self.stop = stop
+        self.target_directory = target_directory
+        self.timeout = timeout
+        self.storage_conn_id = storage_conn_id
+        self.deferrable = deferrable
+        self.poll_interval = poll_interval
+
+    def trigger_id(self, context: Context) -> str:
+        ti = context["ti"]
+        return re.sub(r"[^A-Za-z0-9._-]+", "-", f"{ti.dag_id}.{ti.task_id}.{ti.run_id}")[:200]
+
+    def execute(self, context: Context) -> str:
+        stop = self.stop if isinstance(self.stop, bool) else str(self.stop).strip().lower() == "true"
+        timeout = parse_duration(self.timeout, name="timeout")
+        trigger_id = self.trigger_id(context)
+        control = CheckpointStorageHook(self.storage_conn_id).control(self.checkpoint_root, self.job_name)
+        try:
+            answer = control.request_savepoint(trigger_id, stop=stop, target_directory=self.target_directory or None)
+        except LookupError as exc:
+            raise AirflowException(str(exc)) from None
+        self.log.info("savepoint %s of job %r requested (stop=%s)", trigger_id, self.job_name, stop)
+        if answer is not None and answer.get("status") in TERMINAL_STATUSES:
+            return self.execute_complete(context, answer)
+        if self.deferrable:
+            self.defer(
+                trigger=SavepointTrigger(
+                    job_name=self.job_name,
+                    checkpoint_root=self.checkpoint_root,
+                    trigger_id=trigger_id,
+                    timeout=timeout,
+                    storage_conn_id=self.storage_conn_id,
+                    poll_interval=self.poll_interval,
+                ),
+                method_name="execute_complete",
+                timeout=timedelta(seconds=timeout + 60),  # the trigger reports its own timeout first
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            answer = control.response(trigger_id)
+            if answer is not None and answer.get("status") in TERMINAL_STATUSES:
+                return self.execute_complete(context, answer)
+            time.sleep(self.poll_interval)
+        return self.execute_complete(context, {"status": "timeout"})
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> str:
+        status = event.get("status")
+        if status == "timeout":
+            raise AirflowException(
+                f"savepoint of job {self.job_name!r} did not complete within {self.timeout}; the request stays in "
+                "_control/, so a retry of this task waits for the same savepoint"
+            )
+        if status != "completed":
+            raise AirflowException(f"savepoint of job {self.job_name!r} {status}: {event.get('reason')}")
+        context["ti"].xcom_push(key="savepoint_id", value=event["savepoint_id"])
+        context["ti"].xcom_push(key="batch_id", value=event["batch_id"])
+        self.log.info(
+            "savepoint %s of job %r completed at %s", event["savepoint_id"], self.job_name, event["savepoint_path"]
+        )
+        return event["savepoint_path"]
