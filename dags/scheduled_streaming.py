@@ -8,25 +8,13 @@ Trigger it from the UI to change the job, paths, retention or restore source.
 
 from __future__ import annotations
 
-import os
 from datetime import datetime, timedelta
-from pathlib import Path
 
 from airflow.sdk import DAG, Param
+from example_settings import DEMO_HOME, EXAMPLES_PACKAGE, JOB_NAME_PATTERN, spark_conf
 
 from airflow_checkpoint_provider.operators import CheckpointedStreamingJobOperator, CheckpointRetentionOperator
 from airflow_checkpoint_provider.sensors import CheckpointSensor
-
-# Where the demo's files live and how the example pipelines are shipped; replace with your own.
-DEMO_HOME = os.environ.get("CHECKPOINT_DEMO_HOME", "/tmp/airflow-checkpoint-demo")
-EXAMPLES_PACKAGE = str(Path(__file__).resolve().parents[1] / "examples")  # zipped into --py-files
-JOB_NAME_PATTERN = r"^[A-Za-z0-9._-]+$"
-
-
-def spark_conf(landing: str) -> dict[str, str]:
-    """Spark confs for the example pipelines: where events land, small settings for local mode."""
-    return {"spark.example.landing": landing, "spark.sql.shuffle.partitions": "4", "spark.ui.enabled": "false"}
-
 
 with DAG(
     dag_id="scheduled_streaming",

@@ -585,19 +585,21 @@ class SavepointFolder:
         """The savepoint at ``location``, or None if ``_metadata`` there is missing or not a savepoint's."""
         try:
             folder = cls(location, storage_options)
-            raw = folder.fs.cat_file(posixpath.join(folder.path, METADATA_FILE), start=0, end=MAX_METADATA_BYTES)
-            kind = json.loads(raw).get("kind")
-        except (
-            CheckpointFormatError,
-            FileNotFoundError,
-            NotADirectoryError,
-            IsADirectoryError,
-            ValueError,
-            AttributeError,
-            OSError,
-        ):
+        except CheckpointFormatError:
             return None
-        return folder if kind == "savepoint" else None
+        try:
+            raw = folder.fs.cat_file(posixpath.join(folder.path, METADATA_FILE), start=0, end=MAX_METADATA_BYTES)
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None
+        except Exception as exc:  # unreachable storage or missing credentials: say so, do not guess
+            raise CheckpointFormatError(
+                f"--restore-from {location!r} cannot be read: {type(exc).__name__}: {exc}"
+            ) from None
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            return None
+        return folder if isinstance(data, dict) and data.get("kind") == "savepoint" else None
 
     def file_path(self, relative: str) -> str:
         return posixpath.join(self.path, safe_relative_path(relative, context=self.url))

@@ -16,24 +16,13 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from examples.landing import Landing  # noqa: E402
+
 HOME = Path(os.environ["CHECKPOINT_DEMO_HOME"])
 LANDING, ROOT, OUTPUT = HOME / "landing", HOME / "checkpoints", HOME / "output"
 JOB = "event-counts"
 KEYS = ["alpha", "beta", "gamma", "delta", "epsilon"]
-
-
-def land(files: int, state: dict) -> None:
-    for _ in range(files):
-        rows = []
-        for _ in range(50):
-            key = KEYS[state["next"] % len(KEYS)]
-            state["counts"][key] = state["counts"].get(key, 0) + 1
-            rows.append(json.dumps({"id": state["next"], "key": key, "value": state["next"] % 10}))
-            state["next"] += 1
-        name = f"events-{state['files']:04d}.json"
-        (LANDING / f".{name}").write_text("\n".join(rows) + "\n")
-        (LANDING / f".{name}").rename(LANDING / name)
-        state["files"] += 1
 
 
 def dags_test(run: int) -> None:
@@ -55,11 +44,10 @@ def dags_test(run: int) -> None:
 def main() -> int:
     for folder in (LANDING, ROOT, OUTPUT):
         shutil.rmtree(folder, ignore_errors=True)
-    LANDING.mkdir(parents=True)
-    state = {"next": 0, "files": 0, "counts": {}}
-    land(5, state)
+    landing = Landing(LANDING, keys=KEYS)
+    landing.add_files(5, rows=50)
     dags_test(1)
-    land(3, state)
+    landing.add_files(3, rows=50)
     dags_test(2)
 
     import pyarrow.dataset as ds
@@ -70,7 +58,7 @@ def main() -> int:
     checkpoints = sorted((ROOT / JOB).glob("chk-*/_metadata"), key=lambda p: int(p.parent.name[4:]))
     latest = json.loads(checkpoints[-1].read_text())
     print("\n== result")
-    print(f"   input rows per key:      {dict(sorted(state['counts'].items()))}")
+    print(f"   input rows per key:      {dict(sorted(landing.counts_by_key().items()))}")
     print(f"   largest published count: {dict(sorted(largest.items()))}")
     print(f"   checkpoints kept:        {[p.parent.name for p in checkpoints]}")
     print(
@@ -80,7 +68,7 @@ def main() -> int:
     print(f"   checkpoints are in:      {ROOT / JOB}")
     print(f"   committed output is in:  {OUTPUT}")
     print(f"   Airflow home (SQLite):   {os.environ['AIRFLOW_HOME']}")
-    if largest != state["counts"]:
+    if largest != landing.counts_by_key():
         print("   MISMATCH between counts and input", file=sys.stderr)
         return 1
     print("   every key's count equals its input rows: exactly once across both runs")

@@ -22,24 +22,13 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from examples.landing import Landing  # noqa: E402
+
 BASE = REPO / "demo-output"
 LANDING, ROOT, WORK, OUTPUT = BASE / "landing", BASE / "checkpoints", BASE / "work", BASE / "output"
 JOB = "demo-counts"
 KEYS = ["alpha", "beta", "gamma", "delta"]
-
-
-def add_files(count: int, state: dict) -> None:
-    for _ in range(count):
-        lines = []
-        for _ in range(25):
-            key = KEYS[state["next"] % len(KEYS)]
-            state["counts"][key] = state["counts"].get(key, 0) + 1
-            lines.append(json.dumps({"id": state["next"], "key": key, "value": state["next"] % 10}))
-            state["next"] += 1
-        name = f"events-{state['files']:04d}.json"
-        (LANDING / f".{name}").write_text("\n".join(lines) + "\n")
-        (LANDING / f".{name}").rename(LANDING / name)
-        state["files"] += 1
 
 
 def submit(trigger: str) -> subprocess.Popen:
@@ -92,16 +81,15 @@ def completed() -> list[int]:
 
 def main() -> int:
     shutil.rmtree(BASE, ignore_errors=True)
-    LANDING.mkdir(parents=True)
-    state = {"next": 0, "files": 0, "counts": {}}
+    landing = Landing(LANDING, keys=KEYS)
 
     print("== 1. available-now run over 4 files")
-    add_files(4, state)
+    landing.add_files(4, rows=25)
     if submit("available-now").wait() != 0:
         return 1
 
     print("== 2. continuous run, SIGKILLed mid-stream")
-    add_files(6, state)
+    landing.add_files(6, rows=25)
     process = submit("continuous")
     before = completed()[-1]
     deadline = time.monotonic() + 180
@@ -113,7 +101,7 @@ def main() -> int:
     print(f"\n   killed the whole process group; completed checkpoints now: {completed()}")
 
     print("== 3. available-now run restores from the latest checkpoint and drains the rest")
-    add_files(3, state)
+    landing.add_files(3, rows=25)
     if submit("available-now").wait() != 0:
         return 1
 
@@ -124,7 +112,7 @@ def main() -> int:
         largest[row["key"]] = max(largest.get(row["key"], 0), row["count"])
     latest = json.loads((ROOT / JOB / f"chk-{completed()[-1]}" / "_metadata").read_text())
     print("\n== result")
-    print(f"   input rows per key:          {dict(sorted(state['counts'].items()))}")
+    print(f"   input rows per key:          {dict(sorted(landing.counts_by_key().items()))}")
     print(f"   largest published count:     {dict(sorted(largest.items()))}")
     print(f"   checkpoints kept:            {[f'chk-{i}' for i in completed()]} (num-retained 2)")
     print(
@@ -133,7 +121,7 @@ def main() -> int:
     )
     print(f"   checkpoints are in:          {ROOT / JOB}")
     print(f"   committed output is in:      {OUTPUT}  (spark.read.parquet / pyarrow.dataset)")
-    if largest != state["counts"]:
+    if largest != landing.counts_by_key():
         print("   MISMATCH: counts differ from the input", file=sys.stderr)
         return 1
     print("   every key's count equals its number of input rows: nothing lost, nothing counted twice")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import signal
@@ -14,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from examples.landing import Landing
 
 REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
@@ -40,41 +41,6 @@ def _keep_sigterm():
     previous = signal.getsignal(signal.SIGTERM)
     yield
     signal.signal(signal.SIGTERM, previous)
-
-
-class Landing:
-    """A landing folder of JSON event files with ids counted from 0."""
-
-    def __init__(self, path: Path, keys: int = 5):
-        self.path = path
-        self.path.mkdir(parents=True, exist_ok=True)
-        self.keys = keys
-        self.next_id = 0
-        self.files = 0
-        self.rows: list[dict] = []
-
-    def add_file(self, rows: int = 10, keys: list[str] | None = None) -> None:
-        lines = []
-        for n in range(rows):
-            key = keys[n % len(keys)] if keys else f"k{self.next_id % self.keys}"
-            row = {"id": self.next_id, "key": key, "value": self.next_id % 7}
-            self.rows.append(row)
-            lines.append(json.dumps(row))
-            self.next_id += 1
-        temporary = self.path / f".f{self.files:05d}.json.tmp"
-        temporary.write_text("\n".join(lines) + "\n")
-        temporary.rename(self.path / f"f{self.files:05d}.json")  # sources never see half a file
-        self.files += 1
-
-    def add_files(self, count: int, rows: int = 10) -> None:
-        for _ in range(count):
-            self.add_file(rows)
-
-    def counts_by_key(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for row in self.rows:
-            counts[row["key"]] = counts.get(row["key"], 0) + 1
-        return counts
 
 
 @pytest.fixture
@@ -139,6 +105,15 @@ def spark_submit(args: list[str], log_path: Path) -> subprocess.Popen:
     return subprocess.Popen(
         command, cwd=REPO, env=subprocess_env(), stdout=handle, stderr=subprocess.STDOUT, start_new_session=True
     )
+
+
+def start_module(args: list[str], conf: dict[str, str] | None = None, **popen: object) -> subprocess.Popen:
+    """Start ``python -m runtime ARGS`` with the test Spark settings (``conf`` overrides them)."""
+    settings = {**SPARK_CONF, **(conf or {})}
+    command = [sys.executable, "-m", "runtime", *args]
+    command += [item for key, value in settings.items() for item in ("--conf", f"{key}={value}")]
+    popen.setdefault("text", True)
+    return subprocess.Popen(command, cwd=REPO, env=subprocess_env(), **popen)
 
 
 def run_module(args: list[str], timeout: float = 300) -> subprocess.CompletedProcess:

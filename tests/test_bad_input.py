@@ -56,7 +56,7 @@ def test_restore_from_garbage_or_outside_the_root(tmp_path: Path, landing: Landi
     cases = [
         (str(garbage), "is outside checkpoint root"),
         (str(root / "j" / ".." / ".." / "etc"), "is outside checkpoint root"),
-        ("s3://elsewhere/j/chk-1", "is outside checkpoint root"),
+        ("memory://elsewhere/j/chk-1", "is outside checkpoint root"),
         (str(root / "j" / "chk-1"), "not valid JSON"),
         (str(root / "j" / "shared"), "is not a checkpoint folder"),
     ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from tests.conftest import (
     kill_group,
     published_rows,
     spark_submit,
+    start_module,
     wait_for,
 )
 
@@ -90,11 +92,6 @@ def test_stateful_counts_exact_through_sigkills(tmp_path: Path, landing: Landing
 
 def test_continuous_sigterm_finishes_batch_checkpoints_and_exits_zero(tmp_path: Path, landing: Landing):
     """SIGTERM to the driver: finish the batch in flight, final checkpoint, commit, exit 0."""
-    import subprocess
-    import sys
-
-    from tests.conftest import REPO, SPARK_CONF, subprocess_env
-
     root, work, output = tmp_path / "root", tmp_path / "work", tmp_path / "out"
     landing.add_files(30)
     args = job_args(
@@ -107,16 +104,7 @@ def test_continuous_sigterm_finishes_batch_checkpoints_and_exits_zero(tmp_path: 
         batch_interval="200ms",
         checkpoint_interval="5s",
     )
-    for key, value in SPARK_CONF.items():
-        args += ["--conf", f"{key}={value}"]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "runtime", *args],
-        cwd=REPO,
-        env=subprocess_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = start_module(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     wait_for(lambda: completed_checkpoints(root, "graceful"), 180, "first checkpoint", process)
     process.send_signal(signal.SIGTERM)
     stdout, stderr = process.communicate(timeout=120)

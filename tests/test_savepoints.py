@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,14 +21,12 @@ from runtime.options import parse_options
 from runtime.retention import apply_job_retention, plan_job_retention
 from runtime.streaming_job import StreamingJob
 from tests.conftest import (
-    REPO,
-    SPARK_CONF,
     Landing,
     completed_checkpoints,
     job_args,
     published_rows,
     run_module,
-    subprocess_env,
+    start_module,
     tree_state,
     wait_for,
 )
@@ -59,15 +56,7 @@ def test_savepoint_upgrade_lifecycle(spark, tmp_path: Path, landing: Landing):
         batch_interval="200ms",
         checkpoint_interval="1s",
     )
-    v1_args += [a for k, v in SPARK_CONF.items() for a in ("--conf", f"{k}={v}")]
-    v1 = subprocess.Popen(
-        [sys.executable, "-m", "runtime", *v1_args],
-        cwd=REPO,
-        env=subprocess_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    v1 = start_module(v1_args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     control = ControlChannel(CheckpointStorage(str(root), "counts"))
     wait_for(lambda: completed_checkpoints(root, "counts") and control.live_runs(), 180, "v1 running", v1)
 
@@ -160,6 +149,16 @@ def test_savepoint_upgrade_lifecycle(spark, tmp_path: Path, landing: Landing):
     first = json.loads((root / "counts" / f"chk-{v2['checkpoints_completed'][0]}" / "_metadata").read_text())
     assert all("savepoint" not in f["path"] for f in first["files"])
     assert tree_state(elsewhere) == tree_state(savepoint)
+
+    # list / inspect show checkpoints and savepoints with sizes and durations.
+    listed = run_module(["list", "--job-name", "counts", "--checkpoint-root", str(root)], timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    assert "savepoint(s)" in listed.stdout.splitlines()[0]
+    assert any(line.startswith("savepoint") and "savepoint-upgrade-1" in line for line in listed.stdout.splitlines())
+    stats = json.loads(run_module(["inspect", "--job-name", "counts", "--checkpoint-root", str(root)]).stdout)
+    assert stats["counts"]["savepoints"] == 1 and stats["counts"]["checkpoints"] >= 1
+    assert stats["latest"]["savepoint"]["checkpoint_id"] == meta["id"]
+    assert stats["summary"]["duration_ms"]["max"] is not None and stats["history"]
 
     # Retention with num_retained=1 keeps the savepoint (and the savepoint stays restorable).
     storage = CheckpointStorage(str(root), "counts")

@@ -18,11 +18,7 @@ from typing import Any
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseHook
-
-try:
-    from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
-except ImportError:  # pragma: no cover - older task SDKs
-    from airflow.exceptions import AirflowException, AirflowNotFoundException
+from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
 import runtime
 

@@ -9,11 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import BaseOperator, Context
-
-try:
-    from airflow.sdk.exceptions import AirflowException
-except ImportError:  # pragma: no cover - older task SDKs
-    from airflow.exceptions import AirflowException
+from airflow.sdk.exceptions import AirflowException
 
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
 from airflow_checkpoint_provider.triggers.savepoint import SavepointTrigger

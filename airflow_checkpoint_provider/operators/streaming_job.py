@@ -10,11 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow.sdk import BaseOperator, Context
-
-try:
-    from airflow.sdk.exceptions import AirflowException
-except ImportError:  # pragma: no cover - older task SDKs
-    from airflow.exceptions import AirflowException
+from airflow.sdk.exceptions import AirflowException
 
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
 from airflow_checkpoint_provider.hooks.streaming_job import StreamingJobHook
@@ -73,17 +69,7 @@ class CheckpointedStreamingJobOperator(BaseOperator):
     """
 
     template_fields: Sequence[str] = (
-        "job_name",
-        "checkpoint_root",
-        "pipeline",
-        "sink",
-        "output_mode",
-        "trigger",
-        "batch_interval",
-        "max_duration",
-        "checkpoint_interval",
-        "checkpointing_mode",
-        "num_retained",
+        *_PASSED_OPTIONS,
         "restore_from",
         "conf",
         "py_files",

@@ -7,11 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
-
-try:
-    from airflow.sdk.exceptions import AirflowException
-except ImportError:  # pragma: no cover - older task SDKs
-    from airflow.exceptions import AirflowException
+from airflow.sdk.exceptions import AirflowException
 
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
 from runtime.durations import format_duration, parse_duration

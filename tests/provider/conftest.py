@@ -24,6 +24,8 @@ DAGS_FOLDER.mkdir()
 # The example DAGs as a user deploys them, plus the tests' own DAGs (dag.test runs DAGs of the DAGs folder).
 for _source in [*(REPO / "dags").glob("*.py"), *(Path(__file__).parent / "dags").glob("*.py")]:
     (DAGS_FOLDER / _source.name).symlink_to(_source)
+# Airflow's DAG processor puts the DAGs folder on sys.path (the example DAGs import example_settings).
+sys.path.insert(0, str(DAGS_FOLDER))
 os.environ.update(
     {
         "AIRFLOW_HOME": str(AIRFLOW_HOME),

@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from runtime.layout import CheckpointStorage, ControlChannel
 from tests.conftest import (
-    REPO,
-    SPARK_CONF,
     Landing,
     completed_checkpoints,
     job_args,
     published_rows,
-    subprocess_env,
+    start_module,
     wait_for,
 )
 from tests.provider.conftest import load_dag, task_states, xcom
@@ -85,15 +82,8 @@ def _start_v1(tmp_path: Path, landing: Landing) -> subprocess.Popen:
     )
     # The same Spark settings as the example DAG's new version (a different shuffle partition count
     # would rightly be refused as incompatible).
-    conf = {**SPARK_CONF, "spark.sql.shuffle.partitions": "4"}
-    args += [a for k, v in conf.items() for a in ("--conf", f"{k}={v}")]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "runtime", *args],
-        cwd=REPO,
-        env=subprocess_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
+    process = start_module(
+        args, {"spark.sql.shuffle.partitions": "4"}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
     control = ControlChannel(CheckpointStorage(str(tmp_path / "root"), "counts"))
     wait_for(lambda: completed_checkpoints(tmp_path / "root", "counts") and control.live_runs(), 180, "v1", process)

@@ -6,13 +6,12 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import psutil
 import pytest
 
-from tests.conftest import REPO, SPARK_CONF, Landing, completed_checkpoints, job_args, published_rows, subprocess_env
+from tests.conftest import Landing, completed_checkpoints, job_args, published_rows, start_module
 from tests.provider.conftest import PLANTED_SECRET, Later, load_dag, task_states, xcom
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -62,18 +61,8 @@ def test_deferrable_sensor_waits_in_the_trigger_for_a_new_checkpoint(tmp_path: P
     landing.add_files(2)
     root = tmp_path / "root"
     args = job_args("orders", root, tmp_path / "work", landing, sink=f"parquet:{tmp_path / 'out'}")
-    args += [a for k, v in SPARK_CONF.items() for a in ("--conf", f"{k}={v}")]
     # The job starts only once the sensor has deferred, so its checkpoint can only arrive through the trigger.
-    job = Later(
-        _sensor_deferred,
-        lambda: subprocess.Popen(
-            [sys.executable, "-m", "runtime", *args],
-            cwd=REPO,
-            env=subprocess_env(),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        ),
-    )
+    job = Later(_sensor_deferred, lambda: start_module(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     job.start()
     run = load_dag("deferred_wait").test(run_conf={**_conf(tmp_path, landing), "after": 0})
     assert job.error is None, job.error

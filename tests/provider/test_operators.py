@@ -6,7 +6,7 @@ import os
 import time
 from pathlib import Path
 
-from runtime.layout import CheckpointMetadata, CheckpointStorage, now_ms, write_metadata_atomically
+from runtime.layout import CheckpointMetadata, CheckpointStorage, ControlChannel, now_ms, write_metadata_atomically
 from tests.conftest import tree_state, write_checkpoint
 from tests.provider.conftest import load_dag, task_states, xcom
 
@@ -114,3 +114,13 @@ def test_refusals_fail_fast_with_clear_messages(tmp_path: Path, capfd):
     assert "Spark connection 'no_such_spark' is not defined" in output
     assert "job name '../escape' is not allowed" in output
     assert not (tmp_path / "escape").exists()
+
+
+def test_savepoint_operator_fails_clearly_without_a_job_or_in_time(tmp_path: Path, capfd):
+    # "silent" looks alive (a fresh heartbeat) but never answers: the savepoint must time out, not hang.
+    ControlChannel(CheckpointStorage(str(tmp_path), "silent")).heartbeat("run-1", None)
+    run = load_dag("savepoint_refusals").test(run_conf={"root": str(tmp_path)})
+    assert task_states(run) == {"no_running_job": "failed", "times_out": "failed"}
+    output = capfd.readouterr().out
+    assert "no running job 'idle'" in output
+    assert "did not complete within 3s" in output

@@ -10,6 +10,7 @@ from airflow_checkpoint_provider.operators import (
     CheckpointedStreamingJobOperator,
     CheckpointRetentionOperator,
     RestoreFromCheckpointOperator,
+    SavepointOperator,
 )
 
 PARAMS = {"root": Param("/nonexistent", type="string"), "dry_run": Param(True, type="boolean")}
@@ -45,4 +46,10 @@ with DAG(dag_id="refusals", schedule=None, start_date=datetime(2026, 1, 1), para
         job_name="../escape",
         checkpoint_root="{{ params.root }}",
         pipeline="examples.pipelines:events",
+    )
+
+with DAG(dag_id="savepoint_refusals", schedule=None, start_date=datetime(2026, 1, 1), params=PARAMS):
+    SavepointOperator(task_id="no_running_job", job_name="idle", checkpoint_root="{{ params.root }}")
+    SavepointOperator(
+        task_id="times_out", job_name="silent", checkpoint_root="{{ params.root }}", timeout="3s", poll_interval=0.5
     )
