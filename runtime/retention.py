@@ -11,7 +11,16 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from runtime.layout import CheckpointMetadata, CheckpointStorage, DamagedCheckpoint, referenced_files
+from runtime.layout import (
+    METADATA_FILE,
+    SAVEPOINTS_DIR,
+    SHARED_DIR,
+    CheckpointMetadata,
+    CheckpointStorage,
+    DamagedCheckpoint,
+    parse_checkpoint_dir_name,
+    referenced_files,
+)
 
 log = logging.getLogger(__name__)
 
@@ -173,13 +182,24 @@ def plan_job_retention(
     """
     if num_retained < 1:
         raise ValueError("num_retained must be at least 1")
+    # One listing of the whole job folder, grouped here: the number of list calls does not grow with the
+    # number of checkpoints or of files per checkpoint.
+    by_folder: dict[str, dict[str, tuple[int, float | None]]] = {}
+    for path, details in storage.files_with_details(storage.job_path).items():
+        parts = path.split("/")
+        folder = "/".join(parts[:2]) if parts[0] == SAVEPOINTS_DIR and len(parts) > 2 else parts[0]
+        by_folder.setdefault(folder, {})[path] = details
     completed: dict[int, CheckpointMetadata] = {}
     orphan_folders: list[int] = []
     sizes: dict[int, int] = {}
-    for checkpoint_id in storage.checkpoint_ids():
-        files = storage.files_with_details(storage.checkpoint_path(checkpoint_id))
+    for folder, files in by_folder.items():
+        checkpoint_id = parse_checkpoint_dir_name(folder)
+        if checkpoint_id is None:
+            continue
         sizes[checkpoint_id] = sum(size for size, _ in files.values())
         try:
+            if f"{folder}/{METADATA_FILE}" not in files:
+                raise DamagedCheckpoint(folder, "no _metadata")
             completed[checkpoint_id] = storage.read_checkpoint(checkpoint_id)
         except DamagedCheckpoint:
             newest = max((m for _, m in files.values() if m is not None), default=None)
@@ -189,10 +209,15 @@ def plan_job_retention(
     delete = sorted(i for i in completed if i not in keep)
 
     savepoints: list[tuple[str, CheckpointMetadata]] = []
-    for name in storage.savepoint_names():
+    savepoint_sizes: dict[str, int] = {}
+    for folder, files in by_folder.items():
+        if not folder.startswith(f"{SAVEPOINTS_DIR}/"):
+            continue
+        name = folder.split("/", 1)[1]
+        savepoint_sizes[name] = sum(size for size, _ in files.values())
         try:
             savepoints.append((name, storage.read_savepoint(name)))
-        except (DamagedCheckpoint, ValueError):
+        except (DamagedCheckpoint, ValueError, FileNotFoundError):
             continue  # not ours to judge: retention never deletes what it cannot read
     savepoints.sort(key=lambda item: item[1].completion_timestamp_ms, reverse=True)
     drop_savepoints = []
@@ -206,15 +231,14 @@ def plan_job_retention(
     kept_savepoints = [name for name, _ in savepoints if name not in drop_savepoints]
 
     referenced = referenced_files(completed[i] for i in keep)
-    shared = storage.files_with_details(storage.shared_path)
+    shared = by_folder.get(SHARED_DIR, {})
     delete_shared = sorted(
         path
         for path, (_, modified) in shared.items()
         if path not in referenced and modified is not None and now - modified > orphan_grace
     )
     freed = sum(shared[p][0] for p in delete_shared) + sum(sizes[i] for i in delete + orphan_folders)
-    for name in drop_savepoints:
-        freed += sum(size for size, _ in storage.files_with_details(storage.savepoint_path(name)).values())
+    freed += sum(savepoint_sizes[name] for name in drop_savepoints)
     return JobRetentionPlan(
         keep, sorted(kept_savepoints), delete, sorted(drop_savepoints), orphan_folders, delete_shared, freed
     )

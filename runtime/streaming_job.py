@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 
 ROCKSDB_PROVIDER_HINT = "RocksDB"
 CONTROL_POLL_SECONDS = 1.0
+STOP_MARKER = "checkpointed-job graceful stop"
 
 
 def create_session(options: JobOptions) -> Any:
@@ -112,6 +113,7 @@ class StreamingJob:
         self.options = options
         self._spark = spark
         self._stop_requested = threading.Event()
+        self._stopping = threading.Event()  # set once the query is being stopped: no new batch may start
         self._stop_savepoint: tuple[ControlRequest, SavepointFolder] | None = None
         self.savepoint: CheckpointMetadata | None = None
         self.savepoint_url: str | None = None
@@ -250,6 +252,10 @@ class StreamingJob:
         at_least_once = opts.checkpointing_mode == "at-least-once"
 
         def process(batch_df: Any, batch_id: int) -> None:
+            if self._stopping.is_set():
+                # Refuse the batch instead of being interrupted inside it: the query ends at once, nothing
+                # of this batch is committed or staged, and the next run plans it again from the checkpoint.
+                raise RuntimeError(f"{STOP_MARKER}: batch {batch_id} left to the next run")
             sink.write(batch_id, batch_df)
             if at_least_once:
                 sink.commit(batch_id, coordinator.next_checkpoint_id)
@@ -295,11 +301,13 @@ class StreamingJob:
                 try:
                     query.awaitTermination(0.2)
                 except Exception as exc:  # the query died: report it in one line, checkpoints stay valid
+                    if self._stopping.is_set() and STOP_MARKER in str(exc):
+                        break
                     raise JobFailed(f"the streaming query failed: {_first_line(str(exc))}") from exc
             for progress in query.recentProgress:  # the listener is asynchronous: fill in late batches
                 listener.rows[int(progress.batchId)] = int(progress.numInputRows)
             error = query.exception()
-            if error is not None:
+            if error is not None and not (self._stopping.is_set() and STOP_MARKER in str(error)):
                 raise JobFailed(f"the streaming query failed: {_first_line(str(error))}")
             if coordinator.fatal:
                 raise JobFailed(coordinator.fatal)
@@ -400,11 +408,20 @@ class StreamingJob:
         return coordinator.latest
 
     def _stop_between_batches(self, query: Any) -> None:
-        """Stop when no batch is running: stopping inside a Python foreachBatch can wedge the stream thread."""
+        """Stop without interrupting a batch: stopping inside a Python foreachBatch can wedge the stream thread.
+
+        An idle query (between triggers) is stopped at once. A busy one finishes the batch in flight; the
+        next batch then refuses to start (see ``process``), which ends the query within one batch even when
+        a backlog keeps triggers back to back.
+        """
+        self._stopping.set()
         deadline = time.monotonic() + max(self.options.checkpoint_timeout, 60.0)
-        while time.monotonic() < deadline and query.isActive and query.status.get("isTriggerActive"):
-            time.sleep(0.05)
-        query.stop()
+        while time.monotonic() < deadline and query.isActive:
+            if not query.status.get("isTriggerActive"):
+                break
+            time.sleep(0.02)
+        if query.isActive:
+            query.stop()
 
     def _final_checkpoint(self, coordinator: CheckpointCoordinator, working: WorkingCopy) -> CheckpointMetadata | None:
         batches = working.committed_batches()

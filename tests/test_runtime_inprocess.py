@@ -221,3 +221,21 @@ def test_failed_checkpoints_beyond_tolerance_fail_the_job_and_publish_nothing(sp
         )
     assert not list(job.glob("chk-*/_metadata")), "a failed checkpoint never counts as complete"
     assert published_rows(tmp_path / "out") == [], "exactly-once: nothing published without a checkpoint"
+
+
+def test_max_duration_stops_a_busy_continuous_job_within_a_batch(spark, tmp_path, landing):
+    """Back-to-back batches (a backlog, trigger interval 0) leave no idle gap: the stop must not wait for
+    the backlog to drain. The batch after the stop is refused, nothing of it is staged, and the next run
+    continues exactly where the final checkpoint left off."""
+    landing.add_files(150, rows=5)
+    total = len(landing.rows)
+    first = run(spark, "busy", tmp_path, landing, trigger="continuous", batch_interval="0ms", max_duration="15s")
+    assert first["status"] == "cancelled"
+    assert 0 < first["rows"] < total, "stopped mid-backlog instead of draining it"
+    assert not any((tmp_path / "out" / "_staging").glob("batch-*"))
+    try:  # available-now drains the rest, 50 files a batch
+        second = run(spark, "busy", tmp_path, landing, conf="spark.example.maxFilesPerTrigger=50")
+    finally:
+        spark.conf.unset("spark.example.maxFilesPerTrigger")
+    assert second["restored_from"]["id"] == first["checkpoint_id"]
+    assert sorted(r["id"] for r in published_rows(tmp_path / "out")) == sorted(r["id"] for r in landing.rows)

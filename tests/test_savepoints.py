@@ -60,6 +60,27 @@ def test_savepoint_upgrade_lifecycle(spark, tmp_path: Path, landing: Landing):
     control = ControlChannel(CheckpointStorage(str(root), "counts"))
     wait_for(lambda: completed_checkpoints(root, "counts") and control.live_runs(), 180, "v1 running", v1)
 
+    # A savepoint into a target directory while v1 keeps running.
+    live = run_module(
+        [
+            "savepoint",
+            "--job-name",
+            "counts",
+            "--checkpoint-root",
+            str(root),
+            "--target-directory",
+            str(tmp_path / "targets"),
+            "--trigger-id",
+            "live-1",
+            "--timeout",
+            "3min",
+        ],
+        timeout=240,
+    )
+    assert live.returncode == 0, live.stderr[-3000:]
+    assert live.stdout.strip().splitlines()[-1] == f"file://{tmp_path}/targets/savepoint-live-1"
+    assert (tmp_path / "targets" / "savepoint-live-1" / "_metadata").exists() and v1.poll() is None
+
     # Stop-with-savepoint from the command line: the path is the last line; v1 exits 0.
     asked = run_module(
         [
@@ -134,6 +155,7 @@ def test_savepoint_upgrade_lifecycle(spark, tmp_path: Path, landing: Landing):
                 output_mode="update",
                 sink=f"parquet:{output}",
                 restore_from=str(elsewhere),
+                num_retained="50",  # keep v2's first checkpoint for the NO_CLAIM check below
             )
         ),
         spark,

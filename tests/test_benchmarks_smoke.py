@@ -1,0 +1,29 @@
+"""A smoke run of the benchmarks at a tiny size (the real run: python -m benchmarks.run)."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.run import run_all
+
+pytestmark = pytest.mark.spark
+
+
+def test_benchmarks_run_end_to_end_at_a_tiny_size(spark, tmp_path):
+    results = run_all(spark, "tiny", 1, tmp_path)
+    for name in ("stateless", "stateful"):
+        row = results["overhead"][name]
+        assert row["rows"] == 800 and row["plain_seconds"] > 0 and row["ours_seconds"] > 0
+        assert row["ratio_wall_time"] == pytest.approx(row["ours_seconds"] / row["plain_seconds"], rel=0.01)
+        assert row["checkpoint_capture_ms_median"] is not None
+    cost = results["checkpoint_cost"]
+    assert cost["changed_keys"] == 1 and 0 < cost["bytes_written"] and cost["state_bytes"] > 0
+    assert results["restore"]["ratio"] > 0
+
+
+def test_retention_at_scale_makes_one_list_call():
+    from benchmarks.retention_scale import measure
+
+    small, wide = measure(60, 5, 2), measure(60, 5, 8)
+    assert small["list_calls_planning"] == wide["list_calls_planning"] == 1
+    assert small["deleted_checkpoints"] == 57 and small["deleted_savepoints"] == 0
