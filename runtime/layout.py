@@ -333,9 +333,6 @@ class CheckpointStorage:
                 continue
         return (max(ids) + 1) if ids else 1
 
-    def has_metadata(self, checkpoint_id: int) -> bool:
-        return self.fs.exists(posixpath.join(self.checkpoint_path(checkpoint_id), METADATA_FILE))
-
     def shared_files(self) -> dict[str, int]:
         """Every file under ``shared/``: job-relative path to size."""
         try:

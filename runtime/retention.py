@@ -9,7 +9,7 @@ garbage that later retention removes, never a checkpoint that claims files it no
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from runtime.layout import (
     METADATA_FILE,
@@ -27,21 +27,11 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class RetentionPlan:
-    """What retention keeps and deletes. Paths are job-relative."""
+    """What the runtime's subsume step keeps and deletes. Paths are job-relative."""
 
     keep: list[int]
     delete_checkpoints: list[int]
     delete_shared: list[str]
-    bytes_freed: int = 0
-    kept_metadata: list[CheckpointMetadata] = field(default_factory=list)
-
-    def as_report(self) -> dict:
-        return {
-            "kept": self.keep,
-            "deleted_checkpoints": self.delete_checkpoints,
-            "deleted_shared_files": len(self.delete_shared),
-            "bytes_freed": self.bytes_freed,
-        }
 
 
 def plan_retention(
@@ -50,28 +40,24 @@ def plan_retention(
     num_retained: int,
     *,
     older_than: int,
-    checkpoint_sizes: dict[int, int] | None = None,
-    pinned: set[str] = frozenset(),
 ) -> RetentionPlan:
     """Keep the ``num_retained`` newest completed checkpoints.
 
     ``checkpoints`` maps every ``chk-<N>`` id to its parsed metadata, or None when it has no readable
     ``_metadata``. Only folders with an id below ``older_than`` may be deleted: anything at or above it
-    may be a checkpoint in progress. ``pinned`` holds shared files that must survive regardless.
+    may be a checkpoint in progress.
     """
     if num_retained < 1:
         raise ValueError("num_retained must be at least 1")
     completed = sorted((i for i, m in checkpoints.items() if m is not None), reverse=True)
     keep = sorted(completed[:num_retained])
     delete = sorted(i for i in checkpoints if i not in keep and i < older_than)
-    kept_metadata = [checkpoints[i] for i in keep]
-    still_needed = referenced_files(kept_metadata) | set(pinned)
+    still_needed = referenced_files(checkpoints[i] for i in keep)
     # Checkpoints newer than `older_than` may be in progress: their shared files stay too.
     still_needed |= referenced_files(m for i, m in checkpoints.items() if m is not None and i >= older_than)
     unreadable_newer = [i for i, m in checkpoints.items() if m is None and i >= older_than]
     delete_shared = [] if unreadable_newer else sorted(p for p in shared_files if p not in still_needed)
-    freed = sum(shared_files[p] for p in delete_shared) + sum((checkpoint_sizes or {}).get(i, 0) for i in delete)
-    return RetentionPlan(keep, delete, delete_shared, freed, kept_metadata)
+    return RetentionPlan(keep, delete, delete_shared)
 
 
 def subsume(storage: CheckpointStorage, num_retained: int, completed_id: int) -> RetentionPlan:
