@@ -3,7 +3,8 @@
 ``python -m runtime savepoint|list|inspect ...`` are storage-only commands (see ``runtime.admin``).
 
 Exit status 0 on a clean finish; otherwise non-zero with a one-line reason on stderr:
-1 the job failed while running, 2 bad input (options, spec, pipeline, sink), 3 cannot restore.
+1 the job failed while running, 2 bad input (options, spec, pipeline, sink), 3 cannot restore,
+4 another live run holds the job (see ``runtime.lease``).
 The last line on stdout of a clean run is ``result: {json}`` for tools that drive the job.
 """
 
@@ -13,9 +14,19 @@ import json
 import logging
 import sys
 
+from runtime import faults
 from runtime.admin import COMMANDS
 from runtime.admin import main as admin_main
-from runtime.errors import EXIT_BAD_INPUT, EXIT_CANNOT_RESTORE, EXIT_JOB_FAILED, EXIT_OK, JobFailed, PipelineError
+from runtime.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_CANNOT_RESTORE,
+    EXIT_JOB_FAILED,
+    EXIT_JOB_HELD,
+    EXIT_OK,
+    JobFailed,
+    JobHeld,
+    PipelineError,
+)
 from runtime.fingerprint import IncompatibleRestore
 from runtime.layout import CheckpointFormatError, NoValidCheckpoint
 from runtime.options import OptionsError, parse_options, redacted
@@ -38,7 +49,8 @@ def main(argv: list[str] | None = None, spark=None) -> int:
         return admin_main(argv)
     try:
         options = parse_options(argv)
-    except OptionsError as exc:
+        faults.configure()
+    except (OptionsError, faults.FaultSpecError) as exc:
         return _fail(EXIT_BAD_INPUT, str(exc))
     log.info("options: %s", json.dumps(redacted(options), sort_keys=True))
     from runtime.streaming_job import StreamingJob  # imports pyspark: only once options are valid
@@ -47,6 +59,8 @@ def main(argv: list[str] | None = None, spark=None) -> int:
         result = StreamingJob(options, spark).run()
     except (NoValidCheckpoint, IncompatibleRestore) as exc:
         return _fail(EXIT_CANNOT_RESTORE, str(exc))
+    except JobHeld as exc:
+        return _fail(EXIT_JOB_HELD, str(exc))
     except (CheckpointFormatError, PipelineError, SinkError, UnsupportedStateStore) as exc:
         return _fail(EXIT_BAD_INPUT, str(exc))
     except JobFailed as exc:

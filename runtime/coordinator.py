@@ -22,8 +22,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from runtime import faults
 from runtime.durations import format_bytes, format_duration
+from runtime.errors import LeaseLost
 from runtime.layout import CheckpointMetadata, CheckpointStorage, SavepointFolder, now_ms
+from runtime.lease import UNFENCED, Fence
 from runtime.retention import subsume
 from runtime.snapshot import Capture, StoredFiles, Upload, capture, upload, upload_savepoint
 from runtime.working_copy import WorkingCopy
@@ -121,7 +124,9 @@ class CheckpointCoordinator:
     """Takes numbered checkpoints of one run's working folder into the checkpoint root.
 
     ``on_completed`` is called with each completed checkpoint's metadata before retention runs (this is
-    where two-phase sinks publish); an exception there fails the job.
+    where two-phase sinks publish); an exception there fails the job. ``fence`` (the run's ``JobLease``) is
+    asked before every durable write and raises ``LeaseLost`` once another run holds the job; that fails the
+    job at once (it is not a checkpoint failure to tolerate).
     """
 
     def __init__(
@@ -137,6 +142,7 @@ class CheckpointCoordinator:
         restored_from: dict[str, Any] | None,
         spark_version: str | None,
         on_completed: Callable[[CheckpointMetadata], None],
+        fence: Fence = UNFENCED,
         clock: Callable[[], float] = time.monotonic,
     ):
         self.storage = storage
@@ -148,6 +154,7 @@ class CheckpointCoordinator:
         self.restored_from = restored_from
         self.spark_version = spark_version
         self.on_completed = on_completed
+        self.fence = fence
         self.clock = clock
         self.decider = RequestDecider(config.interval, config.min_pause)
         self.failures = FailureManager(config.tolerable_failures)
@@ -291,9 +298,13 @@ class CheckpointCoordinator:
         capture_ms = int((self.clock() - started) * 1000)
         aborted = threading.Event()
         if request is not None and request.savepoint is not None:
-            future = self._uploader.submit(upload_savepoint, snap, self.working, request.savepoint, aborted)
+            future = self._uploader.submit(
+                upload_savepoint, snap, self.working, request.savepoint, aborted, fence=self.fence.check
+            )
         else:
-            future = self._uploader.submit(upload, snap, self.working, self.storage, self.run_id, self.stored, aborted)
+            future = self._uploader.submit(
+                upload, snap, self.working, self.storage, self.run_id, self.stored, aborted, fence=self.fence.check
+            )
         self._pending = PendingCheckpoint(
             checkpoint_id, batch_id, trigger_ms, started, snap, capture_ms, future, aborted, request
         )
@@ -304,10 +315,26 @@ class CheckpointCoordinator:
         try:
             result = pending.future.result()
             meta = self._metadata(pending, result)
-            if savepoint is not None:
-                savepoint.write_metadata(meta)
-            else:
+            self.fence.confirm(f"writing {pending.kind} {pending.id}")
+            if savepoint is None:
+                faults.reach("before-metadata")
                 self.storage.write_checkpoint_metadata(meta)
+            else:
+                savepoint.write_metadata(meta)
+            self._fence_written(pending)
+        except LeaseLost as exc:
+            # Leave the folder alone: after a takeover the new holder may use the same id. Only a _metadata
+            # this run wrote is taken back; the new holder's retention removes the rest.
+            self._pending = None
+            self.working.release(f"chk-{pending.id}")
+            if savepoint is not None:
+                savepoint.discard()
+            else:
+                self.storage.withdraw_checkpoint_metadata(pending.id, self.run_id)
+            self._set_fatal(str(exc))
+            if pending.request is not None:
+                self._resolve(pending.request, None, str(exc))
+            return
         except Exception as exc:
             self._fail(pending.id, pending.batch_id, f"{type(exc).__name__}: {exc}", pending.request)
             self._discard(pending)
@@ -333,10 +360,13 @@ class CheckpointCoordinator:
         try:
             self.on_completed(meta)
             if savepoint is None:
-                subsume(self.storage, self.config.num_retained, meta.id)
+                self.fence.confirm(f"retention after checkpoint {meta.id}")
         except Exception as exc:
             log.exception("after %s %d completed", meta.kind, meta.id)
             self._set_fatal(f"after {meta.kind} {meta.id} completed: {type(exc).__name__}: {exc}")
+        else:
+            if savepoint is None:
+                self._retain(meta.id)
         with self._changed:
             if savepoint is None:
                 self.latest = meta
@@ -345,6 +375,28 @@ class CheckpointCoordinator:
             self._changed.notify_all()
         if pending.request is not None:
             self._resolve(pending.request, meta, None)
+
+    def _retain(self, completed_id: int) -> None:
+        """Subsume older checkpoints. A failed delete is not a failed checkpoint: what it left is garbage
+        (``_metadata`` goes first), and the next retention deletes it."""
+        try:
+            subsume(self.storage, self.config.num_retained, completed_id)
+        except Exception as exc:
+            log.warning(
+                "retention after checkpoint %d failed (%s: %s); leftovers go at the next one",
+                completed_id,
+                type(exc).__name__,
+                exc,
+            )
+
+    def _fence_written(self, pending: PendingCheckpoint) -> None:
+        """Confirm the lease again after ``_metadata``: a run frozen between its check and its write (and taken
+        over meanwhile) takes back what it wrote, so only the new holder's snapshots count."""
+        try:
+            self.fence.confirm(f"keeping {pending.kind} {pending.id}")
+        except LeaseLost:
+            log.error("withdrawing %s %d: written after this run lost the job", pending.kind, pending.id)
+            raise
 
     def _metadata(self, pending: PendingCheckpoint, result: Upload) -> CheckpointMetadata:
         completion = now_ms()

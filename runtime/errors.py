@@ -6,6 +6,7 @@ EXIT_OK = 0
 EXIT_JOB_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_CANNOT_RESTORE = 3
+EXIT_JOB_HELD = 4
 
 
 class JobFailed(RuntimeError):
@@ -14,3 +15,11 @@ class JobFailed(RuntimeError):
 
 class PipelineError(ValueError):
     """``--pipeline`` cannot be loaded or does not return a streaming DataFrame."""
+
+
+class JobHeld(RuntimeError):
+    """Another live run holds the job's lease: this run must not write (exit 4)."""
+
+
+class LeaseLost(JobFailed):
+    """This run's lease was taken over (it was silent past the timeout); it must stop without writing."""

@@ -57,11 +57,19 @@ class JobOptions:
     run_key: str | None = None
     claim_mode: str = "no-claim"
     allow_non_restored_state: bool = False
+    lease_timeout: float = 30.0
     conf: dict[str, str] = field(default_factory=dict)
     storage_options: dict[str, Any] = field(default_factory=dict)
 
 
-_DURATIONS = {"batch_interval", "max_duration", "checkpoint_interval", "checkpoint_timeout", "min_pause"}
+_DURATIONS = {
+    "batch_interval",
+    "max_duration",
+    "checkpoint_interval",
+    "checkpoint_timeout",
+    "min_pause",
+    "lease_timeout",
+}
 _CHOICES = {
     "trigger": TRIGGERS,
     "output_mode": OUTPUT_MODES,
@@ -108,6 +116,10 @@ def build_parser() -> argparse.ArgumentParser:
         const=True,
         default=None,
         help="restore even if the new pipeline drops trailing stateful operators (their state is left out)",
+    )
+    add(
+        "--lease-timeout",
+        help="a run holding the job that is silent this long (killed, paused) is taken over (default 30s)",
     )
     add("--run-key", help="caller-chosen key: the run's result goes to _control/runs/KEY.json; stop requests name it")
     add("--conf", action="append", metavar="KEY=VALUE", help="Spark conf for the session (repeatable)")
@@ -206,6 +218,8 @@ def options_from_mapping(values: dict[str, Any]) -> JobOptions:
     _check_references(options)
     if options.checkpoint_timeout <= 0:
         raise OptionsError("--checkpoint-timeout must be greater than 0")
+    if options.lease_timeout < 1:
+        raise OptionsError("--lease-timeout must be at least 1s: runs renew the lease several times within it")
     if options.checkpoint_interval <= 0:
         raise OptionsError("--checkpoint-interval must be greater than 0 (e.g. 10s)")
     return options

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from runtime import faults
 from runtime.layout import (
     METADATA_FILE,
     SAVEPOINTS_DIR,
@@ -18,6 +19,7 @@ from runtime.layout import (
     CheckpointMetadata,
     CheckpointStorage,
     DamagedCheckpoint,
+    checkpoint_dir_name,
     parse_checkpoint_dir_name,
     referenced_files,
 )
@@ -81,8 +83,10 @@ def apply_plan(storage: CheckpointStorage, plan: RetentionPlan) -> None:
     """Carry out a plan: checkpoints first (``_metadata`` before files), then unreferenced shared files."""
     for checkpoint_id in plan.delete_checkpoints:
         storage.discard_checkpoint(checkpoint_id)
+        faults.reach("retention-delete")
     for relative in plan.delete_shared:
         storage.delete_job_file(relative)
+        faults.reach("retention-delete")
     if plan.delete_checkpoints or plan.delete_shared:
         log.info(
             "retention kept %s, deleted checkpoints %s and %d shared file(s)",
@@ -175,24 +179,37 @@ def plan_job_retention(
         parts = path.split("/")
         folder = "/".join(parts[:2]) if parts[0] == SAVEPOINTS_DIR and len(parts) > 2 else parts[0]
         by_folder.setdefault(folder, {})[path] = details
-    completed: dict[int, CheckpointMetadata] = {}
     orphan_folders: list[int] = []
     sizes: dict[int, int] = {}
+    with_metadata: list[int] = []
     for folder, files in by_folder.items():
         checkpoint_id = parse_checkpoint_dir_name(folder)
         if checkpoint_id is None:
             continue
         sizes[checkpoint_id] = sum(size for size, _ in files.values())
-        try:
-            if f"{folder}/{METADATA_FILE}" not in files:
-                raise DamagedCheckpoint(folder, "no _metadata")
-            completed[checkpoint_id] = storage.read_checkpoint(checkpoint_id)
-        except DamagedCheckpoint:
+        if f"{folder}/{METADATA_FILE}" in files:
+            with_metadata.append(checkpoint_id)
+        else:
             newest = max((m for _, m in files.values() if m is not None), default=None)
             if newest is not None and now - newest > orphan_grace:
                 orphan_folders.append(checkpoint_id)
-    keep = sorted(completed)[-num_retained:]
-    delete = sorted(i for i in completed if i not in keep)
+    # Only the kept checkpoints' _metadata is read (their shared files must stay): newest first until
+    # num_retained parse. Every older checkpoint goes, readable or not, so 10,000 of them cost no reads.
+    completed: dict[int, CheckpointMetadata] = {}
+    delete: list[int] = []
+    for checkpoint_id in sorted(with_metadata, reverse=True):
+        if len(completed) >= num_retained:
+            delete.append(checkpoint_id)
+            continue
+        try:
+            completed[checkpoint_id] = storage.read_checkpoint(checkpoint_id)
+        except DamagedCheckpoint:
+            newest = max((m for _, m in by_folder[checkpoint_dir_name(checkpoint_id)].values() if m), default=None)
+            if newest is not None and now - newest > orphan_grace:
+                orphan_folders.append(checkpoint_id)
+    keep = sorted(completed)
+    delete.sort()
+    orphan_folders.sort()
 
     savepoints: list[tuple[str, CheckpointMetadata]] = []
     savepoint_sizes: dict[str, int] = {}
@@ -232,9 +249,7 @@ def plan_job_retention(
 
 def apply_job_retention(storage: CheckpointStorage, plan: JobRetentionPlan) -> None:
     """Carry out a ``JobRetentionPlan``: metadata-first deletes, then files nothing references."""
-    for checkpoint_id in plan.delete_checkpoints + plan.delete_orphan_folders:
-        storage.discard_checkpoint(checkpoint_id)
+    storage.discard_checkpoints(plan.delete_checkpoints + plan.delete_orphan_folders)
     for name in plan.delete_savepoints:
         storage.discard_savepoint(name)
-    for relative in plan.delete_shared:
-        storage.delete_job_file(relative)
+    storage.delete_job_files(plan.delete_shared)

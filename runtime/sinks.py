@@ -20,7 +20,8 @@ import posixpath
 import re
 from typing import Any, Protocol, runtime_checkable
 
-from fsspec.core import url_to_fs
+from runtime import faults
+from runtime.layout import open_url
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ class ParquetSink:
 
     def __init__(self, path: str, storage_options: dict[str, Any] | None = None):
         self.url = path
-        self.fs, self.path = url_to_fs(path, **(storage_options or {}))
+        self.fs, self.path = open_url(path, storage_options)
         self.path = self.path.rstrip("/")
         self.staging = posixpath.join(self.path, STAGING_DIR)
 
@@ -81,6 +82,7 @@ class ParquetSink:
                 if not name.startswith("part-"):
                     continue
                 self.fs.mv(source, posixpath.join(self.path, f"c{checkpoint_id}-b{staged}-{name}"))
+                faults.reach("sink-commit")
             self.fs.rm(folder, recursive=True)
 
     def abort(self, after_batch_id: int, checkpoint_id: int | None) -> None:

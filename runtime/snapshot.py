@@ -13,11 +13,13 @@ import os
 import posixpath
 import shutil
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from fsspec.implementations.local import LocalFileSystem
 
+from runtime import faults
 from runtime.layout import CheckpointStorage, FileEntry, SavepointFolder, ValidCheckpoint
 from runtime.state_files import SelectedFile, read_batch_offsets, select_files
 from runtime.working_copy import WorkingCopy
@@ -91,8 +93,12 @@ def upload(
     run_id: str,
     stored: StoredFiles,
     aborted: threading.Event,
+    fence: Callable[[str], None] = lambda action: None,
 ) -> Upload:
-    """Store every file of ``snap`` that is not stored yet; return entries for ``_metadata``."""
+    """Store every file of ``snap`` that is not stored yet; return entries for ``_metadata``.
+
+    ``fence`` is asked before each file (it raises once another run holds the job).
+    """
     entries: list[FileEntry] = []
     new_shared: list[str] = []
     written = 0
@@ -100,6 +106,7 @@ def upload(
         for selected in snap.files:
             if aborted.is_set():
                 raise CheckpointAborted(f"checkpoint {snap.checkpoint_id} was aborted during upload")
+            fence(f"uploading checkpoint {snap.checkpoint_id}")
             if selected.shared:
                 reused = stored.get(selected.target, selected.size)
                 if reused is not None:
@@ -118,6 +125,7 @@ def upload(
             else:
                 relative = storage.checkpoint_relative_file(snap.checkpoint_id, selected.target)
             copy_into_storage(working, snap.sources[selected.target], storage, relative)
+            faults.reach("upload")
             written += selected.size
             entries.append(FileEntry(relative, selected.target, selected.size, selected.shared))
     except BaseException:
@@ -180,16 +188,24 @@ def _copy(source_fs: Any, source: str, destination_fs: Any, destination: str) ->
             shutil.copyfileobj(reader, writer, 4 * 1024 * 1024)
 
 
-def upload_savepoint(snap: Capture, working: WorkingCopy, folder: SavepointFolder, aborted: threading.Event) -> Upload:
+def upload_savepoint(
+    snap: Capture,
+    working: WorkingCopy,
+    folder: SavepointFolder,
+    aborted: threading.Event,
+    fence: Callable[[str], None] = lambda action: None,
+) -> Upload:
     """Copy every file of ``snap`` into a self-contained savepoint folder (nothing shared, nothing reused)."""
     entries: list[FileEntry] = []
     written = 0
     for selected in snap.files:
         if aborted.is_set():
             raise CheckpointAborted(f"savepoint {snap.checkpoint_id} was aborted during upload")
+        fence(f"uploading savepoint {snap.checkpoint_id}")
         destination = folder.file_path(selected.target)
         folder.fs.makedirs(posixpath.dirname(destination), exist_ok=True)
         _copy(working.fs, snap.sources[selected.target], folder.fs, destination)
+        faults.reach("savepoint")
         written += selected.size
         entries.append(FileEntry(selected.target, selected.target, selected.size, shared=False))
     return Upload(entries, written, [])

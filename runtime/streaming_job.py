@@ -20,11 +20,11 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+from runtime import faults
 from runtime.coordinator import CheckpointConfig, CheckpointCoordinator
 from runtime.errors import JobFailed, PipelineError
 from runtime.fingerprint import plan_fingerprint
 from runtime.layout import (
-    HEARTBEAT_SECONDS,
     CheckpointFormatError,
     CheckpointMetadata,
     CheckpointStorage,
@@ -33,6 +33,7 @@ from runtime.layout import (
     SavepointFolder,
     now_ms,
 )
+from runtime.lease import JobLease
 from runtime.options import JobOptions
 from runtime.restore import RestorePoint, check_compatible, resolve_restore_point
 from runtime.retention import apply_externalized_retention
@@ -142,6 +143,8 @@ class StreamingJob:
 
     def _run(self, storage: CheckpointStorage) -> dict[str, Any]:
         opts = self.options
+        lease = JobLease(storage, self.run_id, opts.run_key, opts.lease_timeout)
+        lease.ensure_free()  # fail fast, before Spark starts, if another live run holds the job
         point = resolve_restore_point(storage, opts.restore_from)
         spark = self._spark or create_session(opts)
         if self._spark is not None:
@@ -162,7 +165,33 @@ class StreamingJob:
             )
         sink = load_sink(opts.sink)
 
-        # From here on the run writes: working folder, sink recovery, checkpoints.
+        # From here on the run writes: lease, working folder, sink recovery, checkpoints.
+        lease.acquire()
+        try:
+            if opts.restore_from == "latest":
+                # The previous holder may have completed a checkpoint since we looked: restore the newest.
+                newest = resolve_restore_point(storage, opts.restore_from)
+                if newest is not None and (point is None or newest.metadata.id != point.metadata.id):
+                    point = newest
+                    restored_operators = check_compatible(
+                        point, fingerprint, spark, allow_non_restored_state=opts.allow_non_restored_state
+                    )
+            return self._run_holding(storage, lease, spark, df, fingerprint, point, restored_operators, sink)
+        finally:
+            lease.release()
+
+    def _run_holding(
+        self,
+        storage: CheckpointStorage,
+        lease: JobLease,
+        spark: Any,
+        df: Any,
+        fingerprint: dict[str, Any],
+        point: RestorePoint | None,
+        restored_operators: int | None,
+        sink: Sink,
+    ) -> dict[str, Any]:
+        opts = self.options
         working = WorkingCopy(opts.working_dir, opts.job_name, self.run_id)
         working.create()
         self._restore(point, working, sink, restored_operators)
@@ -183,16 +212,17 @@ class StreamingJob:
             fingerprint=fingerprint,
             restored_from=point.describe() if point else None,
             spark_version=spark.version,
-            on_completed=self._publisher(sink, point),
+            on_completed=self._publisher(sink, point, lease),
+            fence=lease,
         )
         outcome = "failed"
         control = ControlChannel(storage)
         try:
-            outcome, final = self._run_query(spark, df, sink, coordinator, working, control)
+            outcome, final = self._run_query(spark, df, sink, coordinator, working, control, lease)
         finally:
-            control.end_heartbeat(self.run_id)
             coordinator.shutdown()
-            apply_externalized_retention(storage, opts.externalized_retention, outcome)
+            if not lease.lost:
+                apply_externalized_retention(storage, opts.externalized_retention, outcome)
             if self._spark is None:
                 spark.stop()  # drains the listener bus before Python's callback server goes away
         working.remove()
@@ -223,13 +253,14 @@ class StreamingJob:
         sink.commit(meta.batch_id, meta.id)
         sink.abort(meta.batch_id, meta.id)
 
-    def _publisher(self, sink: Sink, point: RestorePoint | None):
+    def _publisher(self, sink: Sink, point: RestorePoint | None, lease: JobLease):
         exactly_once = self.options.checkpointing_mode == "exactly-once"
         claimed = point is not None and point.metadata.kind == "savepoint" and self.options.claim_mode == "claim"
 
         def on_completed(meta: CheckpointMetadata) -> None:
             nonlocal claimed
             if exactly_once:
+                lease.confirm(f"publishing output up to batch {meta.batch_id}")
                 sink.commit(meta.batch_id, meta.id)
             if claimed and meta.kind == "checkpoint":
                 # CLAIM: the job owns the savepoint it restored; once a checkpoint of its own exists, it goes.
@@ -247,6 +278,7 @@ class StreamingJob:
         coordinator: CheckpointCoordinator,
         working: WorkingCopy,
         control: ControlChannel,
+        lease: JobLease,
     ):
         opts = self.options
         at_least_once = opts.checkpointing_mode == "at-least-once"
@@ -256,8 +288,11 @@ class StreamingJob:
                 # Refuse the batch instead of being interrupted inside it: the query ends at once, nothing
                 # of this batch is committed or staged, and the next run plans it again from the checkpoint.
                 raise RuntimeError(f"{STOP_MARKER}: batch {batch_id} left to the next run")
+            lease.check(f"staging batch {batch_id}")
             sink.write(batch_id, batch_df)
+            faults.reach("batch")
             if at_least_once:
+                lease.confirm(f"publishing batch {batch_id}")
                 sink.commit(batch_id, coordinator.next_checkpoint_id)
 
         listener = _BatchListener(coordinator)
@@ -275,21 +310,18 @@ class StreamingJob:
         coordinator.start()
         started = time.monotonic()
         started_ms = now_ms()
-        next_control_check = next_heartbeat = 0.0
+        next_control_check = 0.0
         query = writer.start()
         listener.run_id = str(query.runId)
         self.rows = listener.rows
         outcome = "finished"
         try:
             while query.isActive:
-                if coordinator.fatal:
+                if coordinator.fatal or lease.lost:
                     self._stop_between_batches(query)
-                    raise JobFailed(coordinator.fatal)
+                    raise JobFailed(lease.lost or coordinator.fatal)
                 if time.monotonic() >= next_control_check:
                     next_control_check = time.monotonic() + CONTROL_POLL_SECONDS
-                    if time.monotonic() >= next_heartbeat:
-                        next_heartbeat = time.monotonic() + HEARTBEAT_SECONDS
-                        control.heartbeat(self.run_id, opts.run_key)
                     self._handle_control_requests(control, started_ms, coordinator, working)
                 overdue = opts.max_duration is not None and time.monotonic() - started > opts.max_duration
                 if self._stop_requested.is_set() or overdue:
@@ -303,6 +335,8 @@ class StreamingJob:
                 except Exception as exc:  # the query died: report it in one line, checkpoints stay valid
                     if self._stopping.is_set() and STOP_MARKER in str(exc):
                         break
+                    if lease.lost:
+                        raise JobFailed(lease.lost) from None
                     raise JobFailed(f"the streaming query failed: {_first_line(str(exc))}") from exc
             for progress in query.recentProgress:  # the listener is asynchronous: fill in late batches
                 listener.rows[int(progress.batchId)] = int(progress.numInputRows)

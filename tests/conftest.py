@@ -21,6 +21,35 @@ VENV_BIN = Path(sys.executable).parent
 SPARK_CONF = {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"}
 
 
+def _use_jvm_archive() -> None:
+    """Every Spark JVM started from here on (in-process, spark-submit, Airflow's) maps a shared class archive."""
+    if "SharedArchiveFile" in os.environ.get("SPARK_SUBMIT_OPTS", ""):
+        return
+    from tests.jvm_archive import archive_options
+
+    options = archive_options(subprocess_env())
+    if options:
+        os.environ["SPARK_SUBMIT_OPTS"] = f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} {options}".strip()
+
+
+def pytest_configure(config) -> None:
+    """In the controlling process: forget old figures; under xdist, build the JVM archive before workers start."""
+    if hasattr(config, "workerinput"):
+        return
+    from tests.figures import clear_parts
+
+    clear_parts()
+    if getattr(config.option, "numprocesses", None) and "not spark" not in (config.option.markexpr or ""):
+        _use_jvm_archive()  # workers inherit SPARK_SUBMIT_OPTS
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _fast_jvm_start(request):
+    """Without xdist: build or reuse the JVM archive once the session is known to run Spark tests."""
+    if any(item.get_closest_marker("spark") for item in request.session.items):
+        _use_jvm_archive()
+
+
 @pytest.fixture(scope="session")
 def spark():
     """One local SparkSession for every in-process test (starting one takes ~15 s)."""
@@ -84,6 +113,17 @@ def job_args(job: str, root: Path, work: Path, landing: Landing, **extra: str) -
     return argv + ["--conf", f"spark.example.landing={landing.path}"]
 
 
+def run_job(spark, job: str, tmp_path: Path, landing: Landing, **extra: str) -> dict:
+    """Run the runtime in this process on the shared session; output goes to ``tmp_path/out``."""
+    from runtime.options import parse_options
+    from runtime.streaming_job import StreamingJob
+
+    extra.setdefault("sink", f"parquet:{tmp_path / 'out'}")
+    extra.setdefault("checkpoint_root", str(tmp_path / "root"))
+    argv = job_args(job, tmp_path / "root", tmp_path / "work", landing, **extra)
+    return StreamingJob(parse_options(argv), spark).run()
+
+
 def subprocess_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
@@ -93,8 +133,11 @@ def subprocess_env() -> dict[str, str]:
     return env
 
 
-def spark_submit(args: list[str], log_path: Path) -> subprocess.Popen:
-    """Start ``spark-submit runtime/job.py`` in its own process group, logging to ``log_path``."""
+def spark_submit(args: list[str], log_path: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """Start ``spark-submit runtime/job.py`` in its own process group, logging to ``log_path``.
+
+    ``env`` adds environment variables (``CHECKPOINT_FAULTS`` for a kill at a chosen point).
+    """
     command = [str(VENV_BIN / "spark-submit"), "--master", "local[2]"]
     for key, value in SPARK_CONF.items():
         command += ["--conf", f"{key}={value}"]
@@ -103,7 +146,12 @@ def spark_submit(args: list[str], log_path: Path) -> subprocess.Popen:
     handle.write(f"\n===== {' '.join(command)}\n".encode())
     handle.flush()
     return subprocess.Popen(
-        command, cwd=REPO, env=subprocess_env(), stdout=handle, stderr=subprocess.STDOUT, start_new_session=True
+        command,
+        cwd=REPO,
+        env={**subprocess_env(), **(env or {})},
+        stdout=handle,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
 
 
@@ -201,3 +249,23 @@ def write_checkpoint(storage, checkpoint_id: int, shared: list[str], completion_
     meta = checkpoint_metadata(checkpoint_id, files, job=storage.job_name, completion_ms=completion_ms)
     storage.write_checkpoint_metadata(meta)
     return meta
+
+
+def pytest_sessionfinish(session) -> None:
+    """Each pytest process saves its reliability counts; the summary adds them up."""
+    from tests.figures import save_part
+
+    worker = getattr(session.config, "workerinput", {}).get("workerid", "main")
+    save_part(worker)
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """Print the reliability figures (kills survived, faults injected, rows checked/lost/duplicated)."""
+    from tests.figures import OUTPUT, report
+
+    lines = report()
+    if lines:
+        terminalreporter.section("reliability figures")
+        for line in lines:
+            terminalreporter.write_line(line)
+        terminalreporter.write_line(f"(written to {OUTPUT})")

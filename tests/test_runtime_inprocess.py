@@ -4,24 +4,15 @@ damaged-checkpoint fallback, compatibility checks, sink modes."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from runtime.fingerprint import IncompatibleRestore
 from runtime.layout import CheckpointStorage
-from runtime.options import parse_options
-from runtime.streaming_job import StreamingJob
-from tests.conftest import Landing, job_args, published_rows, tree_state
+from tests.conftest import published_rows, tree_state
+from tests.conftest import run_job as run
 
 pytestmark = pytest.mark.spark
-
-
-def run(spark, job: str, tmp_path: Path, landing: Landing, **extra: str) -> dict:
-    output = tmp_path / "out"
-    extra.setdefault("sink", f"parquet:{output}")
-    argv = job_args(job, tmp_path / "root", tmp_path / "work", landing, **extra)
-    return StreamingJob(parse_options(argv), spark).run()
 
 
 def test_retention_keeps_num_retained_and_exactly_the_referenced_shared_files(spark, tmp_path, landing):
@@ -229,8 +220,28 @@ def test_max_duration_stops_a_busy_continuous_job_within_a_batch(spark, tmp_path
     continues exactly where the final checkpoint left off."""
     landing.add_files(150, rows=5)
     total = len(landing.rows)
+    # Hostile control requests waiting for the job: each is refused with its reason, none acted on.
+    requests = tmp_path / "root" / "busy" / "_control" / "requests"
+    requests.mkdir(parents=True)
+    hostile = {
+        "garbled": "{not json",
+        "huge": json.dumps({"action": "savepoint", "target_directory": "x" * 20_000}),
+        "surprise": json.dumps({"action": "savepoint", "created_ms": 1, "exec": "rm -rf /"}),
+        "unknown-action": json.dumps({"action": "drop-everything"}),
+        "escape": json.dumps({"action": "savepoint", "run_key": "../../etc"}),
+    }
+    for name, text in hostile.items():
+        (requests / f"{name}.json").write_text(text)
     first = run(spark, "busy", tmp_path, landing, trigger="continuous", batch_interval="0ms", max_duration="15s")
     assert first["status"] == "cancelled"
+    responses = tmp_path / "root" / "busy" / "_control" / "responses"
+    reasons = {name: json.loads((responses / f"{name}.json").read_text()) for name in hostile}
+    assert all(answer["status"] == "rejected" for answer in reasons.values()), reasons
+    assert "not valid JSON" in reasons["garbled"]["reason"] and "at most" in reasons["huge"]["reason"]
+    assert "unknown field(s) exec" in reasons["surprise"]["reason"]
+    assert "unknown action" in reasons["unknown-action"]["reason"]
+    assert "run key '../../etc' is not allowed" in reasons["escape"]["reason"]
+    assert not (tmp_path / "root" / "busy" / "savepoints").exists()
     assert 0 < first["rows"] < total, "stopped mid-backlog instead of draining it"
     assert not any((tmp_path / "out" / "_staging").glob("batch-*"))
     try:  # available-now drains the rest, 50 files a batch

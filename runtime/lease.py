@@ -1,0 +1,229 @@
+"""The job lease: at most one run writes a job's checkpoints and publishes its output.
+
+Two runs of one job can overlap: an Airflow retry starts while the previous try still runs on a lost
+worker, or a paused VM wakes up. Both would restore, checkpoint, publish and delete in the same job folder.
+Spark guards its own checkpoint folder the same way we guard ours: its offset log creates each batch file
+only if it does not exist, so the second query fails with ``concurrentStreamLogUpdate``. Our runs each have a
+private working folder, so that guard never fires for them; these rules take its place:
+
+- **Acquire before writing.** A run claims the job by creating ``_control/lease/<epoch>.json`` for the next
+  epoch exclusively (``create_exclusively``: a hard link on local disks, ``If-None-Match`` on S3). Of two
+  runs racing for one epoch, exactly one wins.
+- **Held while heard from.** The holder renews its heartbeat (``_control/alive/<run>.json``) several times
+  per ``--lease-timeout``. A run that finds a holder heard from within the timeout fails at once (exit 4)
+  naming that run; one silent for longer (killed, paused, partitioned) is taken over with the next epoch,
+  and so is one whose process on this same host no longer exists (a SIGKILLed run need not be waited out).
+- **Fenced writes.** Before each ``_metadata``, sink publish and retention delete, the holder confirms that
+  no newer epoch exists; a run that was taken over stops without writing. Cheaper checks (a batch staging
+  its output) re-confirm whenever the last confirmation is older than half the timeout, which covers a
+  process frozen for longer than the timeout: its clock shows the gap when it wakes.
+- **Exclusive ``_metadata``.** Like Spark's offset log, ``_metadata`` is never overwritten, so two writers
+  cannot both complete one checkpoint id.
+
+Heartbeat ages are compared with this machine's clock: clocks of hosts sharing a job should agree to well
+within the timeout.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from runtime.errors import JobHeld, LeaseLost
+from runtime.layout import HEARTBEAT_SECONDS, CheckpointStorage, ControlChannel, LeaseFiles, LeaseListing, now_ms
+
+log = logging.getLogger(__name__)
+
+KEEP_EPOCHS = 10  # grants kept as history; only the newest decides anything
+
+
+class Fence(Protocol):
+    """What writers ask before writing: ``confirm`` (always looks) and ``check`` (looks when due)."""
+
+    def confirm(self, action: str) -> None: ...
+
+    def check(self, action: str) -> None: ...
+
+
+class _Unfenced:
+    """For parts used without a run (tests of one part, tools): every write is allowed."""
+
+    def confirm(self, action: str) -> None:
+        return None
+
+    def check(self, action: str) -> None:
+        return None
+
+
+UNFENCED: Fence = _Unfenced()
+
+
+class JobLease:
+    """One run's claim on its job. ``acquire`` before writing; ``confirm``/``check`` before each write."""
+
+    def __init__(
+        self,
+        storage: CheckpointStorage,
+        run_id: str,
+        run_key: str | None,
+        timeout: float,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.storage = storage
+        self.files = LeaseFiles(storage)
+        self.control = ControlChannel(storage)
+        self.run_id = run_id
+        self.run_key = run_key
+        self.timeout = timeout
+        self.clock = clock
+        self.epoch: int | None = None
+        self.lost: str | None = None
+        self._confirmed_at = 0.0
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+
+    @property
+    def renew_interval(self) -> float:
+        return min(HEARTBEAT_SECONDS, self.timeout / 4)
+
+    # --- before the run writes -----------------------------------------------------------------------
+    def ensure_free(self) -> None:
+        """Fail fast (``JobHeld``) if another live run holds the job. Reads only."""
+        holder = self._live_holder(self.files.listing())
+        if holder is not None:
+            raise JobHeld(self._held_message(holder))
+
+    def acquire(self) -> int:
+        """Claim the job for this run: the next epoch, unless a live run holds it (``JobHeld``)."""
+        listing = self.files.listing()
+        holder = self._live_holder(listing)
+        if holder is not None:
+            raise JobHeld(self._held_message(holder))
+        epoch = listing.latest + 1
+        grant = {
+            "epoch": epoch,
+            "run_id": self.run_id,
+            "run_key": self.run_key,
+            "acquired_ms": now_ms(),
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+        }
+        if not self.files.create(epoch, grant):
+            winner = self.files.read(epoch) or {}
+            raise JobHeld(
+                f"job {self.storage.job_name!r} was claimed at the same moment by run {winner.get('run_id', '?')} "
+                f"(lease epoch {epoch}); this run writes nothing. Retry once that run has finished."
+            )
+        self.epoch = epoch
+        self._confirmed_at = self.clock()
+        self.control.heartbeat(self.run_id, self.run_key)
+        log.info("run %s holds job %r (lease epoch %d)", self.run_id, self.storage.job_name, epoch)
+        self.files.prune(epoch - KEEP_EPOCHS)
+        self._renewer = threading.Thread(target=self._renew, name="job-lease", daemon=True)
+        self._renewer.start()
+        return epoch
+
+    # --- while the run writes ------------------------------------------------------------------------
+    def confirm(self, action: str) -> None:
+        """Raise ``LeaseLost`` unless this run still holds the job (one listing of the lease folder)."""
+        if self.lost:
+            raise LeaseLost(self.lost)
+        if self.epoch is None:
+            return  # not acquired: in-process use without a lease (tests of single parts)
+        listing = self.files.listing()
+        newer = [e for e in listing.epochs if e > self.epoch]
+        if newer:
+            taker = self.files.read(newer[-1]) or {}
+            self.lost = (
+                f"run {self.run_id} lost job {self.storage.job_name!r} to run {taker.get('run_id', '?')} "
+                f"(lease epoch {newer[-1]}, taken over after this run was silent for more than "
+                f"{self.timeout:g}s); stopped before {action} without writing"
+            )
+            log.error("%s", self.lost)
+            raise LeaseLost(self.lost)
+        self._confirmed_at = self.clock()
+
+    def check(self, action: str) -> None:
+        """Like ``confirm`` but cheap: lists storage only if the last confirmation is older than timeout/2."""
+        if self.lost:
+            raise LeaseLost(self.lost)
+        if self.epoch is not None and self.clock() - self._confirmed_at > self.timeout / 2:
+            self.confirm(action)
+
+    def release(self) -> None:
+        """Let go at the end of the run so the next run need not wait for the timeout."""
+        self._stop.set()
+        if self._renewer is not None:
+            self._renewer.join(timeout=10)
+        if self.epoch is not None and not self.lost:
+            try:
+                self.files.release(self.epoch)
+            except Exception:  # the next run waits out the timeout instead: safe, only slower
+                log.warning("could not release lease epoch %d", self.epoch, exc_info=True)
+        try:
+            self.control.end_heartbeat(self.run_id)
+        except Exception:
+            log.warning("could not remove the heartbeat of run %s", self.run_id, exc_info=True)
+
+    # --- internals -----------------------------------------------------------------------------------
+    def _renew(self) -> None:
+        while not self._stop.wait(self.renew_interval):
+            try:
+                self.confirm("renewing the lease")
+                self.control.heartbeat(self.run_id, self.run_key)
+            except LeaseLost:
+                return
+            except Exception:  # a storage hiccup: the next renewal tries again; the timeout allows several
+                log.warning("could not renew the lease of run %s", self.run_id, exc_info=True)
+
+    def _live_holder(self, listing: LeaseListing) -> dict[str, Any] | None:
+        latest = listing.latest
+        if not latest or latest in listing.released:
+            return None
+        grant = self.files.read(latest) or {}
+        holder = str(grant.get("run_id") or "")
+        heard = max(int(grant.get("acquired_ms") or 0), (self.control.last_heartbeat_ms(holder) or 0) if holder else 0)
+        silent = (now_ms() - heard) / 1000
+        if silent <= self.timeout and not _gone(grant):
+            return {**grant, "epoch": latest, "silent_s": silent}
+        log.warning(
+            "taking over job %r from run %s (lease epoch %d): %s",
+            self.storage.job_name,
+            holder or "?",
+            latest,
+            "its process on this host is gone"
+            if silent <= self.timeout
+            else f"silent for {silent:.0f}s, longer than --lease-timeout {self.timeout:g}s",
+        )
+        return None
+
+    def _held_message(self, holder: dict[str, Any]) -> str:
+        key = f", run key {holder['run_key']}" if holder.get("run_key") else ""
+        return (
+            f"job {self.storage.job_name!r} is held by run {holder.get('run_id', '?')} (lease epoch "
+            f"{holder['epoch']}{key}, host {holder.get('host', '?')}, pid {holder.get('pid', '?')}), heard from "
+            f"{holder['silent_s']:.0f}s ago; this run writes nothing. Wait for that run to finish or stop it; "
+            f"if it is dead, a new run takes over once it has been silent for {self.timeout:g}s (--lease-timeout)"
+        )
+
+
+def _gone(grant: dict[str, Any]) -> bool:
+    """True if the holder ran on this host and its process no longer exists (killed: take over at once).
+
+    A reused pid only makes us wait for the timeout; a holder on another host is judged by its heartbeat.
+    """
+    pid = grant.get("pid")
+    if grant.get("host") != socket.gethostname() or not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False

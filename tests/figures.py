@@ -1,0 +1,62 @@
+"""Reliability figures the suite collects as it runs; printed at the end and written to ``.cache/``.
+
+The README's reliability table comes from this output (``scripts/test.sh`` prints it last). Each pytest
+process (xdist worker) saves its counts as a part; the process that prints the summary adds them up.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+FIGURES: Counter[str] = Counter()
+KILLS_BY_POINT: Counter[str] = Counter()
+OUTPUT = Path(__file__).resolve().parents[1] / ".cache" / "reliability-figures.json"
+PARTS = OUTPUT.parent / "reliability-figures.parts"
+
+
+def record_kill(point: str) -> None:
+    FIGURES["kills survived"] += 1
+    KILLS_BY_POINT[point] += 1
+
+
+def record_rows(checked: int, lost: int, duplicated: int, mode: str) -> None:
+    FIGURES["rows checked"] += checked
+    FIGURES["rows lost"] += lost
+    FIGURES[f"rows duplicated ({mode})"] += duplicated
+
+
+def add(name: str, count: int = 1) -> None:
+    FIGURES[name] += count
+
+
+def clear_parts() -> None:
+    """At the start of a run: forget parts of earlier runs."""
+    if PARTS.exists():
+        for part in PARTS.glob("*.json"):
+            part.unlink()
+
+
+def save_part(name: str) -> None:
+    if FIGURES:
+        PARTS.mkdir(parents=True, exist_ok=True)
+        (PARTS / f"{name}.json").write_text(json.dumps({"figures": FIGURES, "kills_by_point": KILLS_BY_POINT}))
+
+
+def report() -> list[str]:
+    """The table's lines from every part of this run (empty if no reliability test ran); writes the JSON."""
+    figures: Counter[str] = Counter()
+    kills: Counter[str] = Counter()
+    for part in sorted(PARTS.glob("*.json")) if PARTS.exists() else []:
+        data = json.loads(part.read_text())
+        figures.update(data["figures"])
+        kills.update(data["kills_by_point"])
+    if not figures:
+        return []
+    OUTPUT.write_text(json.dumps({"figures": dict(figures), "kills_by_point": dict(kills)}, indent=2))
+    lines = ["| figure | count |", "|---|---|"]
+    lines += [f"| {name} | {figures[name]} |" for name in sorted(figures)]
+    if kills:
+        lines.append("| kills by point | " + ", ".join(f"{p} {n}" for p, n in sorted(kills.items())) + " |")
+    return lines
