@@ -27,3 +27,11 @@ def test_retention_at_scale_makes_one_list_call():
     small, wide = measure(60, 5, 2), measure(60, 5, 8)
     assert small["list_calls_planning"] == wide["list_calls_planning"] == 1
     assert small["deleted_checkpoints"] == 57 and small["deleted_savepoints"] == 0
+
+
+def test_sensor_latency_runs_at_a_one_second_interval():
+    from benchmarks.sensor_latency import measure
+
+    results = measure(1, 1.0)
+    for mode in ("poke", "deferrable"):
+        assert 0 < results[mode]["median_seconds"] < 30, results
