@@ -99,6 +99,14 @@ def published_rows(output: Path) -> list[dict]:
     return ds.dataset(str(output), format="parquet").to_table().to_pylist()
 
 
+def final_counts(output: Path) -> dict[str, int]:
+    """The largest published running count per key: what a reader of update-mode output ends up with."""
+    largest: dict[str, int] = {}
+    for row in published_rows(output):
+        largest[row["key"]] = max(largest.get(row["key"], 0), row["count"])
+    return largest
+
+
 def job_args(job: str, root: Path, work: Path, landing: Landing, **extra: str) -> list[str]:
     """Runtime options for the example pipelines, with the landing folder passed as a Spark conf."""
     args = {

@@ -23,7 +23,7 @@ import pytest
 
 from runtime.layout import CheckpointStorage, ControlChannel
 from tests import figures
-from tests.conftest import Landing, job_args, kill_group, published_rows, spark_submit
+from tests.conftest import Landing, final_counts, job_args, kill_group, published_rows, spark_submit
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -134,9 +134,7 @@ def test_stateful_running_counts_exact_through_kills_anywhere(tmp_path: Path, la
         pipeline="examples.pipelines:running_counts",
         output_mode="update",
     )
-    largest: dict[str, int] = {}
-    for row in published_rows(output):
-        largest[row["key"]] = max(largest.get(row["key"], 0), row["count"])
+    largest = final_counts(output)
     expected = landing.counts_by_key()
     wrong = {key: (largest.get(key), count) for key, count in expected.items() if largest.get(key) != count}
     figures.record_rows(

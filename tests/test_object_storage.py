@@ -15,7 +15,7 @@ import pytest
 
 from runtime.layout import CheckpointStorage, SnapshotExists
 from tests import figures
-from tests.conftest import Landing, checkpoint_metadata, published_rows
+from tests.conftest import Landing, checkpoint_metadata, final_counts
 from tests.test_chaos import RANDOM, SEED, run_chain
 
 BUCKET = "checkpoints"
@@ -76,9 +76,7 @@ def test_crash_restore_with_the_checkpoint_root_on_s3(s3, tmp_path: Path, landin
         pipeline="examples.pipelines:running_counts",
         output_mode="update",
     )
-    largest: dict[str, int] = {}
-    for row in published_rows(output):
-        largest[row["key"]] = max(largest.get(row["key"], 0), row["count"])
+    largest = final_counts(output)
     expected = landing.counts_by_key()
     figures.record_rows(
         len(landing.rows),

@@ -9,7 +9,7 @@ import pytest
 
 from runtime.fingerprint import IncompatibleRestore
 from runtime.layout import CheckpointStorage
-from tests.conftest import published_rows, tree_state
+from tests.conftest import final_counts, published_rows, tree_state
 from tests.conftest import run_job as run
 
 pytestmark = pytest.mark.spark
@@ -78,9 +78,7 @@ def test_damaged_newest_checkpoint_falls_back_to_the_previous_one(spark, tmp_pat
     assert second["restored_from"]["id"] == previous
     assert f"skipping damaged checkpoint chk-{newest}" in caplog_info.text and reason in caplog_info.text
     assert second["checkpoint_id"] > newest, "ids keep increasing past the damaged one"
-    largest: dict[str, int] = {}
-    for row in published_rows(tmp_path / "out"):
-        largest[row["key"]] = max(largest.get(row["key"], 0), row["count"])
+    largest = final_counts(tmp_path / "out")
     assert largest == landing.counts_by_key()
     assert any((tmp_path / "out" / "_rolled_back").rglob("*.parquet")), "output after the fallback point moved aside"
 

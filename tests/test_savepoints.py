@@ -23,8 +23,8 @@ from runtime.streaming_job import StreamingJob
 from tests.conftest import (
     Landing,
     completed_checkpoints,
+    final_counts,
     job_args,
-    published_rows,
     run_module,
     start_module,
     tree_state,
@@ -35,9 +35,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 def _largest_counts(output: Path) -> dict[str, int]:
-    largest: dict[str, int] = {}
-    for row in published_rows(output):
-        largest[row["key"]] = max(largest.get(row["key"], 0), row["count"])
+    largest = final_counts(output)
     return largest
 
 

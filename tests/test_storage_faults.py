@@ -15,7 +15,7 @@ import pytest
 from runtime.errors import JobFailed
 from runtime.layout import CheckpointStorage
 from tests import figures
-from tests.conftest import Landing, published_rows, run_job
+from tests.conftest import Landing, final_counts, published_rows, run_job
 from tests.faulty_fs import FaultPlan, install
 
 pytestmark = pytest.mark.spark
@@ -86,68 +86,33 @@ def test_failures_past_tolerance_fail_the_job_and_lose_nothing(spark, tmp_path, 
 def test_failed_retention_deletes_leave_garbage_not_damage(spark, tmp_path, landing):
     plan = install(FaultPlan(fail={"delete": 3}))
     landing.add_files(6)
-    result = run_job(
-        spark,
-        "undeletable",
-        tmp_path,
-        landing,
-        checkpoint_root=faulty_root(tmp_path),
-        pipeline="examples.pipelines:running_counts",
-        output_mode="update",
-        num_retained="1",
-    )
+    stateful = {"pipeline": "examples.pipelines:running_counts", "output_mode": "update", "num_retained": "1"}
+    result = run_job(spark, "undeletable", tmp_path, landing, checkpoint_root=faulty_root(tmp_path), **stateful)
     figures.add("storage faults injected", plan.injected)
     assert plan.injected == 3 and result["status"] == "finished"
     storage = CheckpointStorage(str(tmp_path / "root"), "undeletable")
     latest = storage.latest_valid_checkpoint()
     assert latest is not None and latest.metadata.id == result["checkpoint_id"]
     landing.add_files(1)
-    again = run_job(
-        spark,
-        "undeletable",
-        tmp_path,
-        landing,
-        checkpoint_root=faulty_root(tmp_path),
-        pipeline="examples.pipelines:running_counts",
-        output_mode="update",
-        num_retained="1",
-    )
+    again = run_job(spark, "undeletable", tmp_path, landing, checkpoint_root=faulty_root(tmp_path), **stateful)
     assert again["restored_from"]["id"] == result["checkpoint_id"]
     assert [p.name for p in (tmp_path / "root" / "undeletable").glob("chk-*")] == [f"chk-{again['checkpoint_id']}"]
-    largest: dict[str, int] = {}
-    for row in published_rows(tmp_path / "out"):
-        largest[row["key"]] = max(largest.get(row["key"], 0), row["count"])
-    assert largest == landing.counts_by_key()
+    assert final_counts(tmp_path / "out") == landing.counts_by_key()
 
 
 def test_slow_writes_past_the_timeout_fail_checkpoints_with_the_reason(spark, tmp_path, landing):
     plan = install(FaultPlan(slow_write_seconds=1.5, only="/shared/"))
     landing.add_files(3)
+    stateful = {"pipeline": "examples.pipelines:running_counts", "output_mode": "update"}
     with pytest.raises(JobFailed, match=r"expired after 1\.0s.*exceed --tolerable-failed-checkpoints 0"):
         run_job(
-            spark,
-            "slow",
-            tmp_path,
-            landing,
-            checkpoint_root=faulty_root(tmp_path),
-            checkpoint_timeout="1s",
-            pipeline="examples.pipelines:running_counts",
-            output_mode="update",
+            spark, "slow", tmp_path, landing, checkpoint_root=faulty_root(tmp_path), checkpoint_timeout="1s", **stateful
         )
     figures.add("storage faults injected", plan.injected)
     assert completed_ids(tmp_path, "slow") == [], "an expired checkpoint never completes"
     install(FaultPlan())
-    result = run_job(
-        spark,
-        "slow",
-        tmp_path,
-        landing,
-        checkpoint_root=faulty_root(tmp_path),
-        pipeline="examples.pipelines:running_counts",
-        output_mode="update",
-    )
+    result = run_job(spark, "slow", tmp_path, landing, checkpoint_root=faulty_root(tmp_path), **stateful)
     assert result["restored_from"] is None and result["status"] == "finished"
-    largest: dict[str, int] = {}
-    for row in published_rows(tmp_path / "out"):
-        largest[row["key"]] = max(largest.get(row["key"], 0), row["count"])
-    assert largest == landing.counts_by_key(), "nothing was published before a checkpoint completed"
+    assert final_counts(tmp_path / "out") == landing.counts_by_key(), (
+        "nothing was published before a checkpoint completed"
+    )

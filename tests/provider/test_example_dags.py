@@ -11,6 +11,7 @@ from runtime.layout import CheckpointStorage, ControlChannel
 from tests.conftest import (
     Landing,
     completed_checkpoints,
+    final_counts,
     job_args,
     published_rows,
     start_module,
@@ -36,9 +37,7 @@ def test_scheduled_streaming(tmp_path: Path, landing: Landing):
     assert job["rows"] == 30 and job["status"] == "finished"
     assert xcom(run, "confirm_checkpoint")["checkpoint_id"] == job["checkpoint_id"]
     assert len(completed_checkpoints(tmp_path / "root", "counts")) <= 2
-    largest: dict[str, int] = {}
-    for row in published_rows(tmp_path / "out"):
-        largest[row["key"]] = max(largest.get(row["key"], 0), row["count"])
+    largest = final_counts(tmp_path / "out")
     assert largest == landing.counts_by_key()
 
 
@@ -116,9 +115,7 @@ def test_upgrade_with_savepoint(tmp_path: Path, landing: Landing):
     assert new_version["restored_from"]["path"] == savepoint_path
     assert new_version["restored_from"]["kind"] == "savepoint"
     assert xcom(run, "confirm_first_checkpoint")["checkpoint_id"] == new_version["checkpoint_id"]
-    largest: dict[str, int] = {}
-    for row in published_rows(tmp_path / "out"):
-        largest[row["key"]] = max(largest.get(row["key"], 0), row["count"])
+    largest = final_counts(tmp_path / "out")
     assert largest == landing.counts_by_key(), "the counts continued exactly across the upgrade"
 
 

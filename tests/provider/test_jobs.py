@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.conftest import Landing, completed_checkpoints, job_args, published_rows, start_module
+from tests.conftest import Landing, completed_checkpoints, final_counts, job_args, published_rows, start_module
 from tests.provider.conftest import PLANTED_SECRET, Later, load_dag, task_states, xcom
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -41,9 +41,7 @@ def test_two_available_now_runs_a_deferrable_sensor_and_retention(tmp_path: Path
         for line in f.read_text().splitlines():
             key = json.loads(line)["key"]
             expected[key] = expected.get(key, 0) + 1
-    largest: dict[str, int] = {}
-    for row in published_rows(tmp_path / "out"):
-        largest[row["key"]] = max(largest.get(row["key"], 0), row["count"])
+    largest = final_counts(tmp_path / "out")
     assert largest == expected
     report = xcom(run, "retention")
     remaining = completed_checkpoints(tmp_path / "root", "orders")
