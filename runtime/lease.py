@@ -94,7 +94,7 @@ class JobLease:
     # --- before the run writes -----------------------------------------------------------------------
     def ensure_free(self) -> None:
         """Fail fast (``JobHeld``) if another live run holds the job. Reads only."""
-        holder = self._live_holder(self.files.listing())
+        holder = self._live_holder(self.files.listing(), announce=False)
         if holder is not None:
             raise JobHeld(self._held_message(holder))
 
@@ -181,7 +181,7 @@ class JobLease:
             except Exception:  # a storage hiccup: the next renewal tries again; the timeout allows several
                 log.warning("could not renew the lease of run %s", self.run_id, exc_info=True)
 
-    def _live_holder(self, listing: LeaseListing) -> dict[str, Any] | None:
+    def _live_holder(self, listing: LeaseListing, *, announce: bool = True) -> dict[str, Any] | None:
         latest = listing.latest
         if not latest or latest in listing.released:
             return None
@@ -191,6 +191,8 @@ class JobLease:
         silent = (now_ms() - heard) / 1000
         if silent <= self.timeout and not _gone(grant):
             return {**grant, "epoch": latest, "silent_s": silent}
+        if not announce:
+            return None
         log.warning(
             "taking over job %r from run %s (lease epoch %d): %s",
             self.storage.job_name,
