@@ -264,6 +264,8 @@ class CheckpointCoordinator:
                 )
                 self._discard(pending)
             return
+        if self._fatal:
+            return  # the job is failing (tolerance exceeded, lease lost): take nothing more
         with self._changed:
             latest = self._latest_batch
             request = self._requests[0] if self._requests else None
@@ -428,7 +430,7 @@ class CheckpointCoordinator:
             if pending.kind == "savepoint":
                 pending.request.savepoint.discard()
             else:
-                self.storage.discard_checkpoint(pending.id)
+                self.storage.discard_own_checkpoint(pending.id, self.run_id)
         except Exception:  # leftovers have no _metadata: never mistaken for a snapshot; retention removes them
             log.warning("could not clean up failed %s %d", pending.kind, pending.id, exc_info=True)
         self.working.release(f"chk-{pending.id}")

@@ -451,6 +451,24 @@ class CheckpointStorage:
         if self.fs.exists(folder):
             self.fs.rm(folder, recursive=True)
 
+    def discard_own_checkpoint(self, checkpoint_id: int, run_id: str) -> None:
+        """Discard a failed checkpoint of run ``run_id``, unless another run completed that id meanwhile.
+
+        Ids can only collide when two runs write one job (a zombie that lost the lease): the other run's
+        completed checkpoint must survive the zombie's clean-up.
+        """
+        try:
+            meta = CheckpointMetadata.from_json(
+                self.fs.cat_file(posixpath.join(self.checkpoint_path(checkpoint_id), METADATA_FILE)),
+                location=self.url_of(self.checkpoint_path(checkpoint_id)),
+            )
+        except (FileNotFoundError, CheckpointFormatError):
+            meta = None
+        if meta is not None and meta.run_id != run_id:
+            log.warning("leaving chk-%d alone: run %s completed it", checkpoint_id, meta.run_id)
+            return
+        self.discard_checkpoint(checkpoint_id)
+
     def discard_checkpoints(self, checkpoint_ids: list[int]) -> None:
         """Delete many checkpoint folders: every ``_metadata`` first, then the folders, in parallel batches.
 

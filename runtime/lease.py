@@ -228,4 +228,9 @@ def _gone(grant: dict[str, Any]) -> bool:
         return True
     except PermissionError:
         return False
-    return False
+    # A killed process whose parent died too stays a zombie until something reaps it: it still "exists".
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (OSError, IndexError):
+        return False

@@ -101,3 +101,28 @@ def test_metadata_is_never_overwritten(tmp_path: Path):
         storage.write_checkpoint_metadata(second)
     on_disk = json.loads((tmp_path / "root" / "leased" / "chk-3" / "_metadata").read_text())
     assert on_disk["run_id"] == "r1"
+
+
+def test_a_holder_whose_process_is_an_unreaped_zombie_counts_as_gone(tmp_path: Path):
+    import socket
+    import subprocess
+    import time
+
+    storage = storage_at(tmp_path)
+    child = subprocess.Popen(["true"])
+    time.sleep(0.5)  # exited but not waited for: a zombie, which os.kill(pid, 0) still finds
+    grant = {"run_id": "killed", "acquired_ms": now_ms(), "host": socket.gethostname(), "pid": child.pid}
+    assert LeaseFiles(storage).create(1, grant)
+    lease = JobLease(storage, "next", None, timeout=300)
+    assert lease.acquire() == 2
+    lease.release()
+    child.wait()
+
+
+def test_a_zombie_cleaning_up_never_deletes_another_runs_checkpoint(tmp_path: Path):
+    storage = storage_at(tmp_path)
+    storage.write_checkpoint_metadata(checkpoint_metadata(5, [], job="leased"))  # completed by run r1
+    storage.discard_own_checkpoint(5, "zombie-run")
+    assert [m.id for m in storage.completed_checkpoints()] == [5]
+    storage.discard_own_checkpoint(5, "r1")
+    assert storage.completed_checkpoints() == []
