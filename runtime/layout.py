@@ -401,12 +401,7 @@ class CheckpointStorage:
 
     def discard_savepoint(self, name: str) -> None:
         """Delete a savepoint folder, ``_metadata`` first."""
-        folder = self.savepoint_path(name)
-        metadata = posixpath.join(folder, METADATA_FILE)
-        if self.fs.exists(metadata):
-            self.fs.rm(metadata)
-        if self.fs.exists(folder):
-            self.fs.rm(folder, recursive=True)
+        discard_folders(self.fs, [self.savepoint_path(name)])
 
     # --- _metadata -------------------------------------------------------------------------------
     def read_metadata_at(self, folder: str, fs: fsspec.AbstractFileSystem | None = None) -> CheckpointMetadata:
@@ -444,12 +439,7 @@ class CheckpointStorage:
 
     def discard_checkpoint(self, checkpoint_id: int) -> None:
         """Delete a checkpoint folder: ``_metadata`` first, so a crash leaves garbage, never a lie."""
-        folder = self.checkpoint_path(checkpoint_id)
-        metadata = posixpath.join(folder, METADATA_FILE)
-        if self.fs.exists(metadata):
-            self.fs.rm(metadata)
-        if self.fs.exists(folder):
-            self.fs.rm(folder, recursive=True)
+        self.discard_checkpoints([checkpoint_id])
 
     def discard_own_checkpoint(self, checkpoint_id: int, run_id: str) -> None:
         """Discard a failed checkpoint of run ``run_id``, unless another run completed that id meanwhile.
@@ -457,44 +447,33 @@ class CheckpointStorage:
         Ids can only collide when two runs write one job (a zombie that lost the lease): the other run's
         completed checkpoint must survive the zombie's clean-up.
         """
-        try:
-            meta = CheckpointMetadata.from_json(
-                self.fs.cat_file(posixpath.join(self.checkpoint_path(checkpoint_id), METADATA_FILE)),
-                location=self.url_of(self.checkpoint_path(checkpoint_id)),
-            )
-        except (FileNotFoundError, CheckpointFormatError):
-            meta = None
-        if meta is not None and meta.run_id != run_id:
-            log.warning("leaving chk-%d alone: run %s completed it", checkpoint_id, meta.run_id)
+        writer = self._metadata_writer(checkpoint_id)
+        if writer is not None and writer != run_id:
+            log.warning("leaving chk-%d alone: run %s completed it", checkpoint_id, writer)
             return
         self.discard_checkpoint(checkpoint_id)
 
     def discard_checkpoints(self, checkpoint_ids: list[int]) -> None:
-        """Delete many checkpoint folders: every ``_metadata`` first, then the folders, in parallel batches.
-
-        The order keeps the promise of ``discard_checkpoint`` for the whole set: a crash part-way leaves
-        folders without ``_metadata`` (garbage), never a checkpoint that lists files it no longer has.
-        """
-        if not checkpoint_ids:
-            return
-        folders = [self.checkpoint_path(i) for i in checkpoint_ids]
-        _delete_in_batches(self.fs, [posixpath.join(folder, METADATA_FILE) for folder in folders], recursive=False)
-        _delete_in_batches(self.fs, folders, recursive=True)
+        """Delete many checkpoint folders, every ``_metadata`` first (see ``discard_folders``)."""
+        discard_folders(self.fs, [self.checkpoint_path(i) for i in checkpoint_ids])
 
     def delete_job_files(self, relatives: list[str]) -> None:
-        """Delete many job-relative files (shared files nothing references any more), in parallel batches."""
-        _delete_in_batches(self.fs, [self.job_file(relative) for relative in relatives], recursive=False)
+        """Delete many job-relative files (shared files nothing references any more), several at a time."""
+        _delete_each(self.fs, [self.job_file(relative) for relative in relatives], recursive=False)
 
     def withdraw_checkpoint_metadata(self, checkpoint_id: int, run_id: str) -> None:
         """Delete ``chk-<N>/_metadata`` if run ``run_id`` wrote it (a run that lost the job takes it back)."""
+        if self._metadata_writer(checkpoint_id) == run_id:
+            _delete_each(self.fs, [posixpath.join(self.checkpoint_path(checkpoint_id), METADATA_FILE)], recursive=False)
+
+    def _metadata_writer(self, checkpoint_id: int) -> str | None:
+        """The run that wrote ``chk-<N>/_metadata``, or None if there is no readable one."""
         folder = self.checkpoint_path(checkpoint_id)
-        path = posixpath.join(folder, METADATA_FILE)
         try:
-            meta = CheckpointMetadata.from_json(self.fs.cat_file(path), location=folder)
+            raw = self.fs.cat_file(posixpath.join(folder, METADATA_FILE))
+            return CheckpointMetadata.from_json(raw, location=self.url_of(folder)).run_id
         except (FileNotFoundError, CheckpointFormatError):
-            return
-        if meta.run_id == run_id:
-            self.fs.rm(path)
+            return None
 
     def file_size(self, relative: str) -> int | None:
         """Size of a job-relative file, or None if it does not exist."""
@@ -505,11 +484,7 @@ class CheckpointStorage:
 
     def delete_job_file(self, relative: str) -> None:
         """Delete one job-relative file (a shared file nothing references any more)."""
-        path = self.job_file(relative)
-        try:
-            self.fs.rm(path)
-        except FileNotFoundError:
-            pass
+        self.delete_job_files([relative])
 
     # --- validation and "latest" ------------------------------------------------------------------
     def validate_checkpoint(
@@ -692,11 +667,7 @@ class SavepointFolder:
 
     def discard(self) -> None:
         """Delete the savepoint, ``_metadata`` first."""
-        metadata = posixpath.join(self.path, METADATA_FILE)
-        if self.fs.exists(metadata):
-            self.fs.rm(metadata)
-        if self.fs.exists(self.path):
-            self.fs.rm(self.path, recursive=True)
+        discard_folders(self.fs, [self.path])
 
 
 # --- _control/: requests from Airflow and the runtime's answers ----------------------------------------
@@ -967,14 +938,8 @@ class LeaseFiles:
 
     def prune(self, below: int) -> None:
         """Delete grants older than ``below`` (history only: the newest epoch is what counts)."""
-        listing = self.listing()
-        for epoch in listing.epochs:
-            if epoch < below:
-                for suffix in ("json", "released"):
-                    try:
-                        self.fs.rm(self._path(epoch, suffix))
-                    except FileNotFoundError:
-                        pass
+        old = [e for e in self.listing().epochs if e < below]
+        _delete_each(self.fs, [self._path(e, suffix) for e in old for suffix in ("json", "released")], recursive=False)
 
 
 class SnapshotExists(CheckpointFormatError):
@@ -1027,7 +992,17 @@ def create_exclusively(fs: fsspec.AbstractFileSystem, path: str, data: bytes) ->
 DELETE_THREADS = 8
 
 
-def _delete_in_batches(fs: fsspec.AbstractFileSystem, paths: list[str], *, recursive: bool) -> None:
+def discard_folders(fs: fsspec.AbstractFileSystem, folders: list[str]) -> None:
+    """Delete snapshot folders: every ``_metadata`` first, then the folders.
+
+    The order keeps the format's promise for the whole set: a crash part-way leaves folders without
+    ``_metadata`` (garbage for retention), never a snapshot that lists files it no longer has.
+    """
+    _delete_each(fs, [posixpath.join(folder, METADATA_FILE) for folder in folders], recursive=False)
+    _delete_each(fs, folders, recursive=True)
+
+
+def _delete_each(fs: fsspec.AbstractFileSystem, paths: list[str], *, recursive: bool) -> None:
     """Delete ``paths`` (``fs.rm`` each) on a few threads; already-missing paths are fine.
 
     Deletes are round trips on object stores and syscalls on local disks; several at a time keep 10,000

@@ -189,10 +189,8 @@ def plan_job_retention(
         sizes[checkpoint_id] = sum(size for size, _ in files.values())
         if f"{folder}/{METADATA_FILE}" in files:
             with_metadata.append(checkpoint_id)
-        else:
-            newest = max((m for _, m in files.values() if m is not None), default=None)
-            if newest is not None and now - newest > orphan_grace:
-                orphan_folders.append(checkpoint_id)
+        elif _untouched_for(files, orphan_grace, now):
+            orphan_folders.append(checkpoint_id)
     # Only the kept checkpoints' _metadata is read (their shared files must stay): newest first until
     # num_retained parse. Every older checkpoint goes, readable or not, so 10,000 of them cost no reads.
     completed: dict[int, CheckpointMetadata] = {}
@@ -204,8 +202,7 @@ def plan_job_retention(
         try:
             completed[checkpoint_id] = storage.read_checkpoint(checkpoint_id)
         except DamagedCheckpoint:
-            newest = max((m for _, m in by_folder[checkpoint_dir_name(checkpoint_id)].values() if m), default=None)
-            if newest is not None and now - newest > orphan_grace:
+            if _untouched_for(by_folder[checkpoint_dir_name(checkpoint_id)], orphan_grace, now):
                 orphan_folders.append(checkpoint_id)
     keep = sorted(completed)
     delete.sort()
@@ -245,6 +242,12 @@ def plan_job_retention(
     return JobRetentionPlan(
         keep, sorted(kept_savepoints), delete, sorted(drop_savepoints), orphan_folders, delete_shared, freed
     )
+
+
+def _untouched_for(files: dict[str, tuple[int, float | None]], grace: float, now: float) -> bool:
+    """True if the newest modification among ``files`` is older than ``grace`` seconds (an orphan folder)."""
+    newest = max((modified for _, modified in files.values() if modified is not None), default=None)
+    return newest is not None and now - newest > grace
 
 
 def apply_job_retention(storage: CheckpointStorage, plan: JobRetentionPlan) -> None:

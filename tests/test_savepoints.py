@@ -59,42 +59,15 @@ def test_savepoint_upgrade_lifecycle(spark, tmp_path: Path, landing: Landing):
     wait_for(lambda: completed_checkpoints(root, "counts") and control.live_runs(), 180, "v1 running", v1)
 
     # A savepoint into a target directory while v1 keeps running.
-    live = run_module(
-        [
-            "savepoint",
-            "--job-name",
-            "counts",
-            "--checkpoint-root",
-            str(root),
-            "--target-directory",
-            str(tmp_path / "targets"),
-            "--trigger-id",
-            "live-1",
-            "--timeout",
-            "3min",
-        ],
-        timeout=240,
-    )
+    savepoint_cli = ["savepoint", "--job-name", "counts", "--checkpoint-root", str(root)]
+    targets = ["--target-directory", str(tmp_path / "targets")]
+    live = run_module([*savepoint_cli, *targets, "--trigger-id", "live-1", "--timeout", "3min"], timeout=240)
     assert live.returncode == 0, live.stderr[-3000:]
     assert live.stdout.strip().splitlines()[-1] == f"file://{tmp_path}/targets/savepoint-live-1"
     assert (tmp_path / "targets" / "savepoint-live-1" / "_metadata").exists() and v1.poll() is None
 
     # Stop-with-savepoint from the command line: the path is the last line; v1 exits 0.
-    asked = run_module(
-        [
-            "savepoint",
-            "--job-name",
-            "counts",
-            "--checkpoint-root",
-            str(root),
-            "--stop",
-            "--trigger-id",
-            "upgrade-1",
-            "--timeout",
-            "3min",
-        ],
-        timeout=240,
-    )
+    asked = run_module([*savepoint_cli, "--stop", "--trigger-id", "upgrade-1", "--timeout", "3min"], timeout=240)
     assert asked.returncode == 0, asked.stderr[-3000:]
     savepoint_url = asked.stdout.strip().splitlines()[-1]
     assert savepoint_url.endswith("/counts/savepoints/savepoint-upgrade-1")
@@ -108,12 +81,10 @@ def test_savepoint_upgrade_lifecycle(spark, tmp_path: Path, landing: Landing):
     assert all(not f["path"].startswith(("/", "..")) for f in meta["files"]), "relative paths: relocatable"
     assert not any((output / "_staging").glob("batch-*")), "the savepoint committed the sink"
     # Asking again with the same trigger id returns the same savepoint (the job is gone by now).
-    again = run_module(
-        ["savepoint", "--job-name", "counts", "--checkpoint-root", str(root), "--trigger-id", "upgrade-1"], timeout=120
-    )
+    again = run_module([*savepoint_cli, "--trigger-id", "upgrade-1"], timeout=120)
     assert again.returncode == 0 and again.stdout.strip().splitlines()[-1] == savepoint_url
     # No job running: a new savepoint request fails clearly instead of waiting forever.
-    orphan = run_module(["savepoint", "--job-name", "counts", "--checkpoint-root", str(root)], timeout=120)
+    orphan = run_module(savepoint_cli, timeout=120)
     assert orphan.returncode == 1 and "no running job 'counts'" in orphan.stderr
 
     # Relocate the savepoint; v3 (changed grouping key) is refused and changes nothing.
