@@ -1,19 +1,20 @@
-"""Every benchmark, one command: ``.venv/bin/python -m benchmarks`` (about 15 minutes on 2 cores).
+"""Every benchmark, one command: ``.venv/bin/python -m benchmarks``.
 
-Runs, with their defaults, ``benchmarks.run`` (overhead against plain Spark, checkpoint cost, restore),
-``benchmarks.retention_scale`` (10,000 checkpoints) and ``benchmarks.sensor_latency`` (real Airflow). Each
-prints its table and writes its JSON under ``benchmarks/``; run one alone for its options.
+Runs, with their defaults, ``benchmarks.run`` (overhead against plain Spark), ``benchmarks.state_size``
+(checkpoint cost and restore time at 10 MB, 100 MB and 1 GB of state), ``benchmarks.retention_scale``
+(10,000 checkpoints) and ``benchmarks.sensor_latency`` (real Airflow). Each prints its table and writes its
+JSON under ``benchmarks/``; run one alone for its options.
 """
 
 from __future__ import annotations
 
 import sys
 
-from benchmarks import retention_scale, run, sensor_latency
+from benchmarks import retention_scale, run, sensor_latency, state_size
 
 
 def main() -> int:
-    for benchmark in (run.main, retention_scale.main, sensor_latency.main):
+    for benchmark in (run.main, state_size.main, retention_scale.main, sensor_latency.main):
         status = benchmark([])
         if status:
             return status

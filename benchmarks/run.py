@@ -2,17 +2,16 @@
 
     .venv/bin/python -m benchmarks.run [--scale small|medium] [--rounds N] [--out benchmarks/results.json]
 
-One local SparkSession runs everything. Plain Spark and our runtime alternate (A B A B ...) over the same
-input, each time in fresh folders:
+One local SparkSession runs everything. Plain Spark and our runtime alternate over the same input, each
+time in fresh folders:
 
 - ``overhead``: available-now over a fixed input, stateless (plain: Spark's exactly-once file sink; ours:
   the two-phase Parquet sink) and stateful (a running count per key in update mode; plain writes each
   batch with foreachBatch, Spark's usual way for update mode). Wall time and rows/s, ratio ours/plain.
-- ``checkpoint_cost``: for the stateful runs, our checkpoint's synchronous part (capture) and its
-  asynchronous upload, against Spark's own ``walCommit`` + ``commitOffsets`` per batch; and, after a
-  batch that changes 1 % of the keys, bytes written against total state bytes.
-- ``restore``: one more batch after a restart, ours (restore from the latest checkpoint into a fresh
-  working folder) against plain Spark (restart from its intact checkpoint folder).
+- ``continuous``: steady-state rows/s over a backlog at checkpoint intervals of 10 s and 1 s, A/B pairs
+  in alternating order after a warm-up; the median pair's ratio ours/plain, and each side's batch time.
+
+Checkpoint cost and restore time against state size are ``benchmarks.state_size``.
 
 Prints a table per benchmark and writes everything to a JSON file.
 """
@@ -26,6 +25,7 @@ import statistics
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -43,12 +43,13 @@ SCALES = {
 }
 
 
-def make_session() -> Any:
+def make_session(driver_memory: str = "2g") -> Any:
     from pyspark.sql import SparkSession
 
     spark = (
         SparkSession.builder.master("local[2]")
         .appName("checkpoint-benchmarks")
+        .config("spark.driver.memory", driver_memory)
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
@@ -65,16 +66,24 @@ def landing_for(base: Path, scale: str) -> Landing:
     return landing
 
 
-def _source(spark: Any, landing: Path, stateful: bool, per_trigger: int = 4) -> Any:
+def _pipeline(stateful: bool, pipeline: str | None) -> str:
+    """The function in ``benchmarks.pipelines`` both sides run."""
+    return pipeline or ("stateful" if stateful else "stateless")
+
+
+def _source(spark: Any, landing: Path, stateful: bool, per_trigger: int = 4, pipeline: str | None = None) -> Any:
     spark.conf.set("spark.benchmark.landing", str(landing))
     spark.conf.set("spark.benchmark.maxFilesPerTrigger", str(per_trigger))
-    return pipelines.stateful(spark) if stateful else pipelines.stateless(spark)
+    return getattr(pipelines, _pipeline(stateful, pipeline))(spark)
 
 
-def run_plain(spark: Any, landing: Path, work: Path, stateful: bool) -> dict[str, Any]:
+def run_plain(
+    spark: Any, landing: Path, work: Path, stateful: bool, *, per_trigger: int = 4, pipeline: str | None = None
+) -> dict[str, Any]:
     """Plain Spark: native checkpoint folder, exactly-once file sink (or foreachBatch for update mode)."""
     out, checkpoint = work / "out", work / "spark-checkpoint"
-    writer = _source(spark, landing, stateful).writeStream.option("checkpointLocation", str(checkpoint))
+    source = _source(spark, landing, stateful, per_trigger, pipeline)
+    writer = source.writeStream.option("checkpointLocation", str(checkpoint))
     if stateful:
         writer = writer.outputMode("update").foreachBatch(
             lambda df, batch: df.write.mode("append").parquet(str(out / f"batch={batch}"))
@@ -104,6 +113,7 @@ def run_ours(
     trigger: str = "available-now",
     max_duration: str | None = None,
     per_trigger: int = 4,
+    pipeline: str | None = None,
 ) -> dict[str, Any]:
     """Our runtime in the same session: checkpoints to a local root, two-phase Parquet sink."""
     from runtime.options import options_from_mapping
@@ -114,7 +124,7 @@ def run_ours(
             "job_name": "bench",
             "checkpoint_root": str(work / "root"),
             "working_dir": str(work / "work"),
-            "pipeline": "benchmarks.pipelines:stateful" if stateful else "benchmarks.pipelines:stateless",
+            "pipeline": f"benchmarks.pipelines:{_pipeline(stateful, pipeline)}",
             "sink": f"parquet:{work / 'out'}",
             "output_mode": "update" if stateful else "append",
             "checkpoint_interval": interval,
@@ -127,7 +137,8 @@ def run_ours(
     started = time.perf_counter()
     result = StreamingJob(options, spark).run()
     elapsed = time.perf_counter() - started
-    metas = [json.loads(p.read_text()) for p in sorted((work / "root" / "bench").glob("chk-*/_metadata"))]
+    found = (work / "root" / "bench").glob("chk-*/_metadata")
+    metas = sorted((json.loads(p.read_text()) for p in found), key=lambda m: m["id"])
     return {"seconds": elapsed, "rows": result["rows"], "batches": result["batches"], "checkpoints": metas}
 
 
@@ -168,8 +179,62 @@ def overhead(spark: Any, base: Path, scale: str, rounds: int) -> dict[str, Any]:
     return report
 
 
-def run_plain_continuous(spark: Any, landing: Path, work: Path, stateful: bool, seconds: float) -> dict[str, Any]:
-    """Plain Spark for ``seconds`` with a processing-time trigger of 0 over a backlog: rows per second."""
+class ProgressLog:
+    """Every progress event of the session's queries (ours runs its query inside ``StreamingJob``)."""
+
+    def __init__(self, spark: Any):
+        from pyspark.sql.streaming import StreamingQueryListener
+
+        self.events: list[tuple[int, int, float, float]] = []  # batch id, rows, start s, duration s
+        log = self
+
+        class Listener(StreamingQueryListener):
+            def onQueryStarted(self, event: Any) -> None:
+                """Batches are in progress events."""
+
+            def onQueryProgress(self, event: Any) -> None:
+                p = event.progress
+                started = datetime.fromisoformat(p.timestamp.replace("Z", "+00:00")).timestamp()
+                took = p.durationMs.get("triggerExecution", 0) / 1000
+                log.events.append((int(p.batchId), int(p.numInputRows), started, took))
+
+            def onQueryIdle(self, event: Any) -> None:
+                """No batch, nothing to count."""
+
+            def onQueryTerminated(self, event: Any) -> None:
+                """The run's end is measured by the caller."""
+
+        self.listener = Listener()
+        spark.streams.addListener(self.listener)
+
+    def take(self) -> list[tuple[int, int, float, float]]:
+        """The events since the last call (the listener bus is asynchronous: let it drain first)."""
+        time.sleep(0.5)
+        events, self.events = self.events, []
+        return sorted(events)
+
+
+def steady_rate(events: list[tuple[int, int, float, float]]) -> dict[str, float]:
+    """Rows per second by the wall clock from the end of the first batch to the end of the last one.
+
+    The first batch carries the query's start-up (planning, code generation) on both sides; everything
+    after it, including our checkpoints running beside the batches, counts.
+    """
+    batches = [e for e in events if e[1] > 0]
+    if len(batches) < 3:
+        raise RuntimeError(f"only {len(batches)} batches ran; lengthen --continuous-seconds")
+    first, last = batches[0], batches[-1]
+    window = (last[2] + last[3]) - (first[2] + first[3])
+    rows = sum(e[1] for e in batches[1:])
+    return {
+        "rows_per_second": rows / window,
+        "batches": len(batches),
+        "batch_ms_median": statistics.median(e[3] for e in batches[1:]) * 1000,
+    }
+
+
+def run_plain_continuous(spark: Any, landing: Path, work: Path, stateful: bool, seconds: float) -> None:
+    """Plain Spark for ``seconds`` with a processing-time trigger of 0 over a backlog."""
     out, checkpoint = work / "out", work / "spark-checkpoint"
     writer = _source(spark, landing, stateful, per_trigger=1).writeStream.option("checkpointLocation", str(checkpoint))
     if stateful:
@@ -186,88 +251,68 @@ def run_plain_continuous(spark: Any, landing: Path, work: Path, stateful: bool, 
     while time.monotonic() < deadline and (query.lastProgress or {}).get("batchId", -1) < in_flight:
         time.sleep(0.02)
     query.stop()
-    return {"seconds": seconds, "rows": sum(p.numInputRows for p in query.recentProgress)}
 
 
-def continuous_overhead(spark: Any, base: Path, seconds: float, rounds: int) -> dict[str, Any]:
-    """Rows per second over a fixed time, plain against ours at checkpoint intervals of 10 s and 1 s."""
+def continuous_overhead(
+    spark: Any, base: Path, seconds: float, rounds: int, cases: list[tuple[bool, str]] | None = None
+) -> dict[str, Any]:
+    """Steady-state rows per second, plain against ours at checkpoint intervals of 10 s and 1 s.
+
+    Each case runs ``rounds`` pairs after a discarded warm-up pair, in A B, B A, A B ... order so that a
+    drift of the JVM (JIT, heap) over the run favours neither side; the ratio is taken per pair and the
+    median pair reported.
+    """
     landing = Landing(base / "continuous-landing", keys=[f"key-{n}" for n in range(5000)])
     landing.add_files(400, rows=2000)  # a backlog no run drains in time
+    progress = ProgressLog(spark)
+    cases = cases or [(stateful, interval) for stateful in (False, True) for interval in ("10s", "1s")]
+
+    def one(side: str, stateful: bool, interval: str, tag: str, length: float) -> dict[str, float]:
+        work = base / f"c-{side}-{tag}"
+        progress.take()
+        if side == "plain":
+            run_plain_continuous(spark, landing.path, work, stateful, length)
+        else:
+            run_ours(
+                spark,
+                landing.path,
+                work,
+                stateful,
+                interval=interval,
+                trigger="continuous",
+                max_duration=f"{length}s",
+                per_trigger=1,
+            )
+        rate = steady_rate(progress.take())
+        shutil.rmtree(work, ignore_errors=True)
+        return rate
+
     report: dict[str, Any] = {}
-    for stateful in (False, True):
-        for interval in ("10s", "1s"):
-            plain, ours = [], []
+    try:
+        for stateful in sorted({s for s, _ in cases}):
+            for side in ("plain", "ours"):  # warm-up, discarded
+                one(side, stateful, "10s", f"warm-{stateful}", min(seconds, 15))
+        for stateful, interval in cases:
+            name = f"{'stateful' if stateful else 'stateless'} @ {interval}"
+            pairs = []
             for number in range(rounds):
-                tag = f"{'stateful' if stateful else 'stateless'}-{interval}-{number}"
-                plain.append(run_plain_continuous(spark, landing.path, base / f"c-plain-{tag}", stateful, seconds))
-                ours.append(
-                    run_ours(
-                        spark,
-                        landing.path,
-                        base / f"c-ours-{tag}",
-                        stateful,
-                        interval=interval,
-                        trigger="continuous",
-                        max_duration=f"{seconds}s",
-                        per_trigger=1,
-                    )
-                )
-            # Both windows start when the query starts and end after the batch in flight at D: rows / D.
-            plain_rate = statistics.median(r["rows"] / seconds for r in plain)
-            ours_rate = statistics.median(r["rows"] / seconds for r in ours)
-            report[f"{'stateful' if stateful else 'stateless'} @ {interval}"] = {
-                "plain_rows_per_second": round(plain_rate),
-                "ours_rows_per_second": round(ours_rate),
-                "ratio_rows_per_second": round(ours_rate / plain_rate, 3),
-                "overhead_percent": round((1 - ours_rate / plain_rate) * 100, 1),
+                tag = f"{name.replace(' @ ', '-')}-{number}"
+                order = ("plain", "ours") if number % 2 == 0 else ("ours", "plain")
+                pairs.append({side: one(side, stateful, interval, tag, seconds) for side in order})
+            ratios = [p["ours"]["rows_per_second"] / p["plain"]["rows_per_second"] for p in pairs]
+            ratio = statistics.median(ratios)
+            report[name] = {
+                "plain_rows_per_second": round(statistics.median(p["plain"]["rows_per_second"] for p in pairs)),
+                "ours_rows_per_second": round(statistics.median(p["ours"]["rows_per_second"] for p in pairs)),
+                "plain_batch_ms_median": round(statistics.median(p["plain"]["batch_ms_median"] for p in pairs)),
+                "ours_batch_ms_median": round(statistics.median(p["ours"]["batch_ms_median"] for p in pairs)),
+                "pair_ratios": [round(r, 3) for r in ratios],
+                "ratio_rows_per_second": round(ratio, 3),
+                "overhead_percent": round((1 - ratio) * 100, 1),
             }
+    finally:
+        spark.streams.removeListener(progress.listener)
     return report
-
-
-def checkpoint_cost(spark: Any, base: Path, scale: str) -> dict[str, Any]:
-    """Bytes written by the checkpoint after a batch that changes 1 % of the keys, against state bytes."""
-    _, _, keys = SCALES[scale]
-    landing = Landing(base / "cost-landing", keys=[f"key-{n}" for n in range(keys)])
-    landing.add_file(rows=keys)  # every key once: the full state
-    work = base / "cost"
-    run_ours(spark, landing.path, work, True)
-    changed = [f"key-{n}" for n in range(0, keys, 100)]  # 1 % of the keys
-    landing.add_file(rows=len(changed), keys=changed)
-    second = run_ours(spark, landing.path, work, True)
-    latest = second["checkpoints"][-1]
-    first = second["checkpoints"][0]
-    changed_state = sum(
-        f["size"] for f in latest["files"] if f["shared"] and f["path"] not in {g["path"] for g in first["files"]}
-    )
-    return {
-        "keys": keys,
-        "changed_keys": len(changed),
-        "state_bytes": latest["state_bytes"],
-        "bytes_written": latest["bytes_written"],
-        "changed_state_file_bytes": changed_state,
-        "written_to_state_ratio": round(latest["bytes_written"] / max(latest["state_bytes"], 1), 4),
-        "written_to_changed_state_ratio": round(latest["bytes_written"] / max(changed_state, 1), 2),
-        "capture_ms": latest["durations_ms"]["capture"],
-        "upload_ms": latest["durations_ms"]["upload"],
-    }
-
-
-def restore(spark: Any, base: Path, scale: str) -> dict[str, Any]:
-    """Time for one new batch after a restart: ours restores from our storage, plain Spark from its folder."""
-    landing = landing_for(base / "restore", scale)
-    plain_work, ours_work = base / "restore-plain", base / "restore-ours"
-    run_plain(spark, landing.path, plain_work, True)
-    run_ours(spark, landing.path, ours_work, True)
-    landing.add_file(rows=100)
-    plain = run_plain(spark, landing.path, plain_work, True)
-    ours = run_ours(spark, landing.path, ours_work, True)
-    state = ours["checkpoints"][-1]["state_bytes"]
-    return {
-        "state_bytes": state,
-        "plain_seconds": round(plain["seconds"], 3),
-        "ours_seconds": round(ours["seconds"], 3),
-        "ratio": round(ours["seconds"] / plain["seconds"], 3),
-    }
 
 
 def _median(values: list[float]) -> float | None:
@@ -280,8 +325,6 @@ def run_all(spark: Any, scale: str, rounds: int, base: Path, continuous_seconds:
         "rounds": rounds,
         "overhead": overhead(spark, base, scale, rounds),
         "continuous": continuous_overhead(spark, base, continuous_seconds, rounds) if continuous_seconds else {},
-        "checkpoint_cost": checkpoint_cost(spark, base, scale),
-        "restore": restore(spark, base, scale),
     }
 
 
@@ -299,25 +342,20 @@ def print_tables(results: dict[str, Any]) -> None:
             f"{r['spark_wal_plus_commit_ms_median']!s:>19}"
         )
     if results["continuous"]:
-        print(f"\n== overhead (continuous, {results['continuous_seconds']} s per run, median of {results['rounds']})")
         print(
-            f"{'query @ interval':<18} {'rows/s plain':>13} {'rows/s ours':>12} {'ours/plain':>10} {'overhead %':>10}"
+            f"\n== overhead (continuous, {results['continuous_seconds']} s per run, steady state, "
+            f"median of {results['rounds']} A/B pairs)"
+        )
+        print(
+            f"{'query @ interval':<18} {'rows/s plain':>13} {'rows/s ours':>12} {'batch ms plain':>15} "
+            f"{'batch ms ours':>14} {'ours/plain':>10} {'overhead %':>10}  pair ratios"
         )
         for name, r in results["continuous"].items():
             print(
                 f"{name:<18} {r['plain_rows_per_second']:>13} {r['ours_rows_per_second']:>12} "
-                f"{r['ratio_rows_per_second']:>10} {r['overhead_percent']:>10}"
+                f"{r['plain_batch_ms_median']:>15} {r['ours_batch_ms_median']:>14} "
+                f"{r['ratio_rows_per_second']:>10} {r['overhead_percent']:>10}  {r['pair_ratios']}"
             )
-    c = results["checkpoint_cost"]
-    print("\n== checkpoint cost after a batch changing 1 % of the keys")
-    print(
-        f"keys {c['keys']}, changed {c['changed_keys']}: state {c['state_bytes']} B, written {c['bytes_written']} B "
-        f"({c['written_to_state_ratio']} of state; {c['written_to_changed_state_ratio']}x the changed state files), "
-        f"capture {c['capture_ms']} ms (on the batch path: none; coordinator thread), upload {c['upload_ms']} ms"
-    )
-    r = results["restore"]
-    print("\n== restore: one new batch after a restart")
-    print(f"state {r['state_bytes']} B: plain {r['plain_seconds']} s, ours {r['ours_seconds']} s, ratio {r['ratio']}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -227,8 +227,7 @@ class CheckpointCoordinator:
     def shutdown(self) -> None:
         """Stop the coordinator; a checkpoint still uploading is aborted and never completes."""
         self._stop.set()
-        with self._changed:
-            self._changed.notify_all()
+        self._wake()
         self._thread.join(timeout=30)
         pending = self._pending
         if pending is not None:
@@ -237,6 +236,10 @@ class CheckpointCoordinator:
         self._uploader.shutdown(wait=False, cancel_futures=True)
 
     # --- the coordinator thread --------------------------------------------------------------------
+    def _wake(self, *_: Any) -> None:
+        with self._changed:
+            self._changed.notify_all()
+
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
@@ -246,7 +249,9 @@ class CheckpointCoordinator:
                 self._set_fatal(f"checkpoint coordinator failed: {exc}")
                 return
             with self._changed:
-                self._changed.wait(0.05)
+                pending = self._pending
+                if pending is None or not pending.future.done():  # an upload that just ended is finished now
+                    self._changed.wait(0.05)
 
     def _step(self) -> None:
         now = self.clock()
@@ -310,6 +315,7 @@ class CheckpointCoordinator:
         self._pending = PendingCheckpoint(
             checkpoint_id, batch_id, trigger_ms, started, snap, capture_ms, future, aborted, request
         )
+        future.add_done_callback(self._wake)  # complete the checkpoint as soon as its upload ends
         log.debug("triggered %s %d for batch %d", self._pending.kind, checkpoint_id, batch_id)
 
     def _finish(self, pending: PendingCheckpoint) -> None:
@@ -403,7 +409,6 @@ class CheckpointCoordinator:
     def _metadata(self, pending: PendingCheckpoint, result: Upload) -> CheckpointMetadata:
         completion = now_ms()
         total_ms = int((self.clock() - pending.started) * 1000)
-        shared = pending.kind == "checkpoint"
         return CheckpointMetadata(
             id=pending.id,
             kind=pending.kind,
@@ -414,8 +419,7 @@ class CheckpointCoordinator:
             completion_timestamp_ms=completion,
             checkpointing_mode=self.config.mode,
             files=result.entries,
-            # A savepoint holds its own copy of the state: count it, though no file is shared.
-            state_bytes=sum(e.size for e in result.entries if (e.shared if shared else e.target.startswith("state/"))),
+            state_bytes=sum(e.size for e in result.entries if e.target.startswith("state/")),
             bytes_written=result.bytes_written,
             durations_ms={"capture": pending.capture_ms, "upload": total_ms - pending.capture_ms, "total": total_ms},
             source_offsets=pending.capture.source_offsets,

@@ -7,7 +7,7 @@ Layout of one job (``<root>/<job>/``)::
 
     chk-<N>/_metadata     completed checkpoint N, written last and atomically
     chk-<N>/...           files owned by checkpoint N alone (offset/commit log entries, query metadata)
-    shared/...            immutable state files referenced by one or more checkpoints
+    shared/...            immutable files (state data, source logs) referenced by one or more checkpoints
     savepoints/...        self-contained savepoints, never deleted by checkpoint retention
     _control/...          requests from Airflow and the runtime's responses
 
@@ -301,7 +301,7 @@ class CheckpointStorage:
         return posixpath.join(checkpoint_dir_name(checkpoint_id), safe_relative_path(target, context="target"))
 
     def shared_relative_file(self, run_id: str, target: str, *, variant: str | None = None) -> str:
-        """Job-relative path of a shared state file uploaded by run ``run_id``."""
+        """Job-relative path of a shared file (state data, source log) uploaded by run ``run_id``."""
         name = safe_relative_path(target, context="target")
         if variant:
             name = f"{name}.{variant}"

@@ -22,7 +22,7 @@ from fsspec.implementations.local import LocalFileSystem
 from runtime import faults
 from runtime.layout import CheckpointStorage, FileEntry, SavepointFolder, ValidCheckpoint
 from runtime.state_files import SelectedFile, read_batch_offsets, select_files
-from runtime.working_copy import WorkingCopy
+from runtime.working_copy import WorkingCopy, link_or_copy
 
 log = logging.getLogger(__name__)
 
@@ -141,10 +141,7 @@ def copy_into_storage(working: WorkingCopy, source: str, storage: CheckpointStor
     if working.is_local and isinstance(storage.fs, LocalFileSystem):
         os.makedirs(os.path.dirname(destination), exist_ok=True)
         temporary = f"{destination}.tmp-{threading.get_ident()}"
-        try:
-            os.link(source, temporary)
-        except OSError:
-            shutil.copyfile(source, temporary)
+        link_or_copy(source, temporary)
         os.replace(temporary, destination)
     else:
         _copy(working.fs, source, storage.fs, destination)
@@ -152,6 +149,9 @@ def copy_into_storage(working: WorkingCopy, source: str, storage: CheckpointStor
 
 def materialize(snapshot: ValidCheckpoint, working: WorkingCopy, *, skip_state_operators: int | None = None) -> int:
     """Build Spark's (empty, fresh) working folder from a checkpoint's or savepoint's files. Returns bytes.
+
+    When the snapshot and the working folder are on one local filesystem the files are hard-linked, not
+    copied: restoring a large state then costs no copy (see ``link_or_copy`` for why that is safe).
 
     ``skip_state_operators``: leave out the state of stateful operators with this index or higher (what
     ``--allow-non-restored-state`` drops when the new pipeline has fewer stateful operators).
@@ -164,7 +164,10 @@ def materialize(snapshot: ValidCheckpoint, working: WorkingCopy, *, skip_state_o
         source = snapshot.file_path(entry)
         destination = working.file_path(entry.target)
         working.fs.makedirs(posixpath.dirname(destination), exist_ok=True)
-        _copy(snapshot.fs, source, working.fs, destination)
+        if isinstance(snapshot.fs, LocalFileSystem) and working.is_local:
+            link_or_copy(source, destination)
+        else:
+            _copy(snapshot.fs, source, working.fs, destination)
         copied += entry.size
     return copied
 

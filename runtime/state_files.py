@@ -4,7 +4,8 @@ Pure functions over a listing (relative path -> size), so the rules are testable
 
 - ``metadata`` (the query id);
 - the latest two ``offsets/<n>`` and ``commits/<n>`` with ``n <= N`` (Spark reads N and N-1 on restart);
-- ``sources/**`` (source logs);
+- ``sources/**`` (source logs: written once and kept for many batches, and a file source's compacted
+  log grows with every input file, so they are shared like state data and uploaded once);
 - state metadata (``state/<op>/_metadata/**``, ``state/<op>/<part>/_metadata/**`` and the like);
 - per state store folder, one chain of data files reaching version N+1 (state version = batch id + 1):
   a ``<v>.snapshot`` (or nothing) followed by every ``<v>.delta`` up to N+1.
@@ -44,7 +45,7 @@ class SelectedFile:
 
     target: str  # relative to Spark's working checkpoint folder
     size: int
-    shared: bool  # immutable state data, stored once in shared/ and referenced by many checkpoints
+    shared: bool  # immutable data (state, source logs), stored once in shared/ and referenced by many checkpoints
 
 
 def select_files(
@@ -66,7 +67,7 @@ def select_files(
         if not upto or upto[-1][0] != batch_id:
             raise CaptureError(f"Spark's working folder has no {log_dir}/{batch_id}; batch {batch_id} is not complete")
         selected.extend(SelectedFile(p, visible[p], shared=False) for _, p in upto[-2:])
-    selected.extend(SelectedFile(p, s, shared=False) for p, s in sorted(visible.items()) if p.startswith("sources/"))
+    selected.extend(SelectedFile(p, s, shared=True) for p, s in sorted(visible.items()) if p.startswith("sources/"))
     selected.extend(_select_state(visible, batch_id, stored))
     return selected
 

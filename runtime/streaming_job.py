@@ -17,6 +17,7 @@ import signal
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -76,35 +77,77 @@ def load_pipeline(spec: str, spark: Any) -> Any:
     return df
 
 
+class _ProgressProxy:
+    """Spark's ``PythonStreamingQueryListener`` interface, implemented over py4j, reading three fields.
+
+    PySpark's own wrapper turns every progress event into Python field by field (dozens of py4j calls
+    per batch, for state operators, sources and metrics); this one asks only for the run id, batch id
+    and row count.
+    """
+
+    def __init__(self, on_progress: Callable[[str, int, int], None]):
+        self.on_progress = on_progress
+
+    def onQueryStarted(self, jevent: Any) -> None:
+        """The first progress event carries the batch."""
+
+    def onQueryProgress(self, jevent: Any) -> None:
+        progress = jevent.progress()
+        self.on_progress(progress.runId().toString(), int(progress.batchId()), int(progress.numInputRows()))
+
+    def onQueryIdle(self, jevent: Any) -> None:
+        """Idle triggers run no batch, so there is nothing to checkpoint."""
+
+    def onQueryTerminated(self, jevent: Any) -> None:
+        """The job loop sees termination through the query handle."""
+
+    class Java:
+        implements = ["org.apache.spark.sql.streaming.PythonStreamingQueryListener"]
+
+
 class _BatchListener:
     """Forwards completed batches of our query to the coordinator and counts rows."""
 
-    def __init__(self, coordinator: CheckpointCoordinator):
+    def __init__(self, coordinator: CheckpointCoordinator, spark: Any):
         from pyspark.sql.streaming import StreamingQueryListener
 
         self.coordinator = coordinator
         self.run_id: str | None = None
         self.rows: dict[int, int] = {}
-        outer = self
+        proxy = _ProgressProxy(self._progress)
+        jvm = spark.sparkContext._jvm
 
         class Listener(StreamingQueryListener):
+            """Registered with ``spark.streams`` like any listener; Spark calls the slim proxy."""
+
+            @property
+            def _jlistener(self) -> Any:
+                # What addListener/removeListener hand to the JVM; built on first use, once addListener has
+                # started py4j's callback server.
+                if not hasattr(self, "_jlistenerobj"):
+                    wrapper = jvm.org.apache.spark.sql.streaming.PythonStreamingQueryListenerWrapper
+                    self._jlistenerobj = wrapper(proxy)
+                return self._jlistenerobj
+
             def onQueryStarted(self, event: Any) -> None:
-                """Nothing to do: the first progress event carries the batch."""
+                """Not called: the proxy receives the events."""
 
             def onQueryProgress(self, event: Any) -> None:
-                progress = event.progress
-                if outer.run_id is not None and str(progress.runId) != outer.run_id:
-                    return
-                outer.rows[progress.batchId] = int(progress.numInputRows)
-                outer.coordinator.batch_completed(progress.batchId)
+                """Not called: the proxy receives the events."""
 
             def onQueryIdle(self, event: Any) -> None:
-                """Idle triggers run no batch, so there is nothing to checkpoint."""
+                """Not called: the proxy receives the events."""
 
             def onQueryTerminated(self, event: Any) -> None:
-                """The job loop sees termination through the query handle."""
+                """Not called: the proxy receives the events."""
 
         self.listener = Listener()
+
+    def _progress(self, run_id: str, batch_id: int, rows: int) -> None:
+        if self.run_id is not None and run_id != self.run_id:
+            return
+        self.rows[batch_id] = rows
+        self.coordinator.batch_completed(batch_id)
 
 
 class StreamingJob:
@@ -295,7 +338,7 @@ class StreamingJob:
                 lease.confirm(f"publishing batch {batch_id}")
                 sink.commit(batch_id, coordinator.next_checkpoint_id)
 
-        listener = _BatchListener(coordinator)
+        listener = _BatchListener(coordinator, spark)
         spark.streams.addListener(listener.listener)
         self._install_signal_handler()
         writer = (

@@ -83,10 +83,7 @@ class WorkingCopy:
         for target in targets:
             source, link = self.file_path(target), posixpath.join(frozen, target)
             os.makedirs(os.path.dirname(link), exist_ok=True)
-            try:
-                os.link(source, link)
-            except OSError:
-                shutil.copy2(source, link)
+            link_or_copy(source, link)
             paths[target] = link
         return paths
 
@@ -101,3 +98,15 @@ class WorkingCopy:
             self.fs.rm(self.run_path, recursive=True)
         except FileNotFoundError:
             pass
+
+
+def link_or_copy(source: str, destination: str) -> None:
+    """Hard-link a local file, or copy it when a link is impossible (another device, no link support).
+
+    Safe because Spark never writes into an existing checkpoint file: it writes a temporary file and
+    renames it over the name, which replaces the directory entry and leaves the linked inode alone.
+    """
+    try:
+        os.link(source, destination)
+    except OSError:
+        shutil.copyfile(source, destination)

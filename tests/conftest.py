@@ -232,7 +232,7 @@ def checkpoint_metadata(checkpoint_id: int, files: list, job: str = "j", complet
         completion_timestamp_ms=completion,
         checkpointing_mode="exactly-once",
         files=files,
-        state_bytes=sum(f.size for f in files if f.shared),
+        state_bytes=sum(f.size for f in files if f.target.startswith("state/")),
         bytes_written=0,
     )
 

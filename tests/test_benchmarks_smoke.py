@@ -16,9 +16,25 @@ def test_benchmarks_run_end_to_end_at_a_tiny_size(spark, tmp_path):
         assert row["rows"] == 800 and row["plain_seconds"] > 0 and row["ours_seconds"] > 0
         assert row["ratio_wall_time"] == pytest.approx(row["ours_seconds"] / row["plain_seconds"], rel=0.01)
         assert row["checkpoint_capture_ms_median"] is not None
-    cost = results["checkpoint_cost"]
-    assert cost["changed_keys"] == 1 and 0 < cost["bytes_written"] and cost["state_bytes"] > 0
-    assert results["restore"]["ratio"] > 0
+
+
+def test_continuous_overhead_measures_steady_state_pairs(spark, tmp_path):
+    from benchmarks.run import continuous_overhead
+
+    results = continuous_overhead(spark, tmp_path, 4, 2, cases=[(False, "1s")])
+    row = results["stateless @ 1s"]
+    assert len(row["pair_ratios"]) == 2 and row["plain_rows_per_second"] > 0 and row["ours_rows_per_second"] > 0
+    assert row["overhead_percent"] == pytest.approx((1 - row["ratio_rows_per_second"]) * 100, abs=0.1)
+
+
+def test_state_size_measures_checkpoint_cost_and_restore(spark, tmp_path):
+    from benchmarks.state_size import measure
+
+    result = measure(spark, tmp_path, 0.07, 1)  # 500 keys, 5 of them changed
+    assert result["keys"] == 500 and result["changed_keys"] == 5
+    assert 0 < result["changed_state_file_bytes"] <= result["bytes_written"] < result["state_bytes"]
+    assert result["restore_plain_seconds"] > 0 and result["restore_ours_seconds"] > 0
+    assert result["capture_ms"] >= 0 and result["upload_ms"] >= 0
 
 
 def test_retention_at_scale_makes_one_list_call():

@@ -183,15 +183,16 @@ def test_selection_leaves_out_later_batches_and_hidden_files():
     assert [t for t in chosen if t.endswith(".delta")] == [f"state/0/0/{v}.delta" for v in range(1, 6)]
     assert all(chosen[f"state/0/0/{v}.delta"].shared for v in range(1, 6))
     assert not chosen["state/0/0/_metadata/schema"].shared
+    assert chosen["sources/0/0"].shared, "source logs are immutable and uploaded once"
     assert not any(".crc" in t for t in chosen)
 
 
 def test_selection_prefers_stored_snapshot_chains():
     listing = _listing(12, range(1, 15), snapshots=(10,))
-    fresh = [f.target for f in select_files(listing, 12) if f.shared]
+    fresh = [f.target for f in select_files(listing, 12) if f.shared and f.target.startswith("state/")]
     assert fresh == ["state/0/0/10.snapshot", "state/0/0/11.delta", "state/0/0/12.delta", "state/0/0/13.delta"]
     stored = {f"state/0/0/{v}.delta" for v in range(1, 13)}
-    incremental = [f.target for f in select_files(listing, 12, stored) if f.shared]
+    incremental = [f.target for f in select_files(listing, 12, stored) if f.shared and f.target.startswith("state/")]
     assert incremental == [f"state/0/0/{v}.delta" for v in range(1, 14)], "reuse stored deltas, skip the new snapshot"
 
 
@@ -246,3 +247,26 @@ def test_failure_manager_counts_consecutive_failures():
     assert reason == (
         "checkpoint 6 failed (disk full); 2 consecutive failed checkpoint(s) exceed --tolerable-failed-checkpoints 1"
     )
+
+
+def test_restore_links_local_files_instead_of_copying(tmp_path):
+    import os
+
+    from runtime.restore import resolve_restore_point
+    from runtime.snapshot import materialize
+    from runtime.working_copy import WorkingCopy
+
+    storage = CheckpointStorage(str(tmp_path / "root"), "j")
+    write_checkpoint(storage, 1, ["state/0/0/1.delta", "sources/0/0"])
+    point = resolve_restore_point(storage, "latest")
+    working = WorkingCopy(str(tmp_path / "work"), "j", "run-2")
+    working.create()
+    assert materialize(point.snapshot, working) == 25
+    for entry in point.metadata.files:
+        stored, restored = point.snapshot.file_path(entry), working.file_path(entry.target)
+        assert os.stat(stored).st_ino == os.stat(restored).st_ino, entry.target
+    # Spark replaces files by renaming a new one over the name: the stored copy stays as it was.
+    replaced = working.file_path("state/0/0/1.delta")
+    Path(replaced + ".tmp").write_bytes(b"new")
+    os.replace(replaced + ".tmp", replaced)
+    assert Path(point.snapshot.file_path(point.metadata.files[0])).read_bytes() == b"x" * 10

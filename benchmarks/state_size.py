@@ -1,0 +1,187 @@
+"""Checkpoint cost and restore time against state size, with plain Spark measured in the same run.
+
+    .venv/bin/python -m benchmarks.state_size [--sizes-mb 10,100,1000] [--rounds 3]
+
+For each size, a wide stateful query (a count and the newest 128-character payload per key, about 140
+bytes of state per key on disk) first builds the whole state from Parquet input, once on plain Spark
+(native checkpoint folder) and once on our runtime. Then, ``rounds`` times, a file changing 1 % of the keys
+lands and both restart to process it, alternating which goes first:
+
+- plain Spark restarts from its own intact checkpoint folder;
+- ours restores from the latest checkpoint in our storage into a fresh working folder.
+
+Reported per size: restore (wall time of that restart, ours/plain); and the checkpoint ours takes after
+the batch: capture (synchronous, on the coordinator thread beside the batches), upload (asynchronous),
+bytes written against the state and against the state files that batch changed, and Spark's own
+``walCommit`` + ``commitOffsets`` for the same batch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from benchmarks.run import make_session, run_ours, run_plain  # noqa: E402
+
+PIPELINE = "wide_stateful"
+BYTES_PER_KEY = 140  # state on disk per key of the wide query, measured (LZ4-compressed delta files)
+ROWS_PER_FILE = 500_000
+
+
+def write_events(spark: Any, landing: Path, name: str, first_id: int, keys: range) -> None:
+    """Parquet files of ``(id, key, payload)`` rows, one per key in ``keys``, moved whole into ``landing``."""
+    from pyspark.sql import functions as F
+
+    numbers = spark.range(keys.start, keys.stop, keys.step).withColumnRenamed("id", "k")
+    rows = numbers.select(
+        (F.col("k") + F.lit(first_id)).alias("id"),
+        F.concat(F.lit("key-"), F.col("k").cast("string")).alias("key"),
+        F.sha2(F.concat(F.lit(name), F.col("k").cast("string")), 512).alias("payload"),
+    )
+    files = max(1, math.ceil(len(keys) / ROWS_PER_FILE))
+    staging = landing.parent / f".writing-{name}"
+    rows.repartition(files).write.mode("overwrite").parquet(str(staging))
+    landing.mkdir(parents=True, exist_ok=True)
+    for number, part in enumerate(sorted(staging.glob("part-*.parquet"))):
+        part.rename(landing / f"{name}-{number:05d}.parquet")
+    shutil.rmtree(staging)
+
+
+def cold_start(spark: Any) -> None:
+    """Before a timed restart: drop the state stores this JVM still caches and collect garbage.
+
+    A restarted driver has neither side's state in memory; without this, the run that goes second pays
+    for collecting the first one's gigabytes (at 1 GB that doubled a restart's time, on either side).
+    """
+    jvm = spark.sparkContext._jvm
+    state_store = getattr(jvm.org.apache.spark.sql.execution.streaming.state, "StateStore$")
+    getattr(state_store, "MODULE$").unloadAll()
+    jvm.System.gc()
+
+
+def measure(spark: Any, base: Path, size_mb: float, rounds: int) -> dict[str, Any]:
+    """Build a state of about ``size_mb`` on both sides, then ``rounds`` restarts after a 1 % change."""
+    keys = max(100, int(size_mb * 1_000_000 / BYTES_PER_KEY))
+    landing = base / "landing"
+    write_events(spark, landing, "full", 0, range(keys))
+    plain_work, ours_work = base / "plain", base / "ours"
+    options = {"per_trigger": 1, "pipeline": PIPELINE}
+    build_plain = run_plain(spark, landing, plain_work, True, **options)
+    build_ours = run_ours(spark, landing, ours_work, True, **options)
+    samples = []
+    for number in range(rounds):
+        changed = range(number, keys, 100)  # 1 % of the keys, a different 1 % each round
+        write_events(spark, landing, f"change{number}", keys * (number + 1), changed)
+        sides = ("plain", "ours") if number % 2 == 0 else ("ours", "plain")
+        timed = {}
+        for side in sides:
+            cold_start(spark)
+            if side == "plain":
+                timed[side] = run_plain(spark, landing, plain_work, True, **options)
+            else:
+                timed[side] = run_ours(spark, landing, ours_work, True, **options)
+        samples.append(_sample(timed["plain"], timed["ours"], len(changed)))
+    shutil.rmtree(base, ignore_errors=True)
+
+    def median(field: str) -> float:
+        return round(statistics.median(s[field] for s in samples), 3)
+
+    return {
+        "size_mb_target": size_mb,
+        "keys": keys,
+        "changed_keys": samples[0]["changed_keys"],
+        "state_bytes": int(median("state_bytes")),
+        "build_plain_seconds": round(build_plain["seconds"], 2),
+        "build_ours_seconds": round(build_ours["seconds"], 2),
+        "restore_plain_seconds": median("restore_plain_seconds"),
+        "restore_ours_seconds": median("restore_ours_seconds"),
+        "restore_ratio": round(
+            statistics.median(s["restore_ours_seconds"] / s["restore_plain_seconds"] for s in samples), 3
+        ),
+        "capture_ms": median("capture_ms"),
+        "upload_ms": median("upload_ms"),
+        "spark_wal_plus_commit_ms": median("spark_wal_plus_commit_ms"),
+        "bytes_written": int(median("bytes_written")),
+        "changed_state_file_bytes": int(median("changed_state_file_bytes")),
+        "written_to_state_ratio": round(statistics.median(s["bytes_written"] / s["state_bytes"] for s in samples), 4),
+        "written_to_changed_state_ratio": round(
+            statistics.median(s["bytes_written"] / max(s["changed_state_file_bytes"], 1) for s in samples), 2
+        ),
+        "samples": samples,
+    }
+
+
+def _sample(plain: dict[str, Any], ours: dict[str, Any], changed_keys: int) -> dict[str, Any]:
+    """One restart: times on both sides, and ours' checkpoint of the changed batch against the one before."""
+    latest, previous = ours["checkpoints"][-1], ours["checkpoints"][-2]
+    before = {f["path"] for f in previous["files"]}
+    changed_state = sum(
+        f["size"] for f in latest["files"] if f["target"].startswith("state/") and f["path"] not in before
+    )
+    return {
+        "changed_keys": changed_keys,
+        "restore_plain_seconds": plain["seconds"],
+        "restore_ours_seconds": ours["seconds"],
+        "state_bytes": latest["state_bytes"],
+        "bytes_written": latest["bytes_written"],
+        "changed_state_file_bytes": changed_state,
+        "capture_ms": latest["durations_ms"]["capture"],
+        "upload_ms": latest["durations_ms"]["upload"],
+        "spark_wal_plus_commit_ms": statistics.median(plain["spark_commit_ms"] or [0]),
+    }
+
+
+def print_table(results: list[dict[str, Any]]) -> None:
+    print("\n== checkpoint cost and restore against state size (median of the restarts)")
+    print(
+        f"{'state MB':>9} {'keys':>10} {'changed':>8} {'written KB':>11} {'changed KB':>11} {'written/changed':>15} "
+        f"{'capture ms':>10} {'upload ms':>9} {'spark wal+commit ms':>19} {'restore plain s':>15} "
+        f"{'restore ours s':>14} {'ours/plain':>10}"
+    )
+    for r in results:
+        print(
+            f"{r['state_bytes'] / 1e6:>9.1f} {r['keys']:>10} {r['changed_keys']:>8} {r['bytes_written'] / 1e3:>11.1f} "
+            f"{r['changed_state_file_bytes'] / 1e3:>11.1f} {r['written_to_changed_state_ratio']:>15} "
+            f"{r['capture_ms']:>10} {r['upload_ms']:>9} {r['spark_wal_plus_commit_ms']:>19} "
+            f"{r['restore_plain_seconds']:>15} {r['restore_ours_seconds']:>14} {r['restore_ratio']:>10}"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.state_size", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes-mb", default="10,100,1000", help="comma-separated state sizes in MB")
+    parser.add_argument("--rounds", type=int, default=3, help="restarts per size")
+    parser.add_argument("--out", default=str(REPO / "benchmarks" / "state_size.json"))
+    args = parser.parse_args(argv)
+    sizes = [float(s) for s in args.sizes_mb.split(",") if s.strip()]
+    # The state store keeps every key in the driver's heap (local mode), a few versions at a time.
+    spark = make_session(driver_memory=f"{min(16, max(2, math.ceil(max(sizes) * 12 / 1000)))}g")
+    base = Path(tempfile.mkdtemp(prefix="checkpoint-state-size-"))
+    results = []
+    try:
+        for size in sizes:
+            started = time.monotonic()
+            results.append(measure(spark, base / f"{size:g}mb", size, args.rounds))
+            print(f"size {size:g} MB measured in {time.monotonic() - started:.0f} s", flush=True)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+        spark.stop()
+    print_table(results)
+    Path(args.out).write_text(json.dumps({"rounds": args.rounds, "sizes": results}, indent=1))
+    print(f"\nwrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
