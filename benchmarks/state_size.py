@@ -161,7 +161,7 @@ def print_table(results: list[dict[str, Any]]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.state_size", description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes-mb", default="10,100,1000", help="comma-separated state sizes in MB")
-    parser.add_argument("--rounds", type=int, default=3, help="restarts per size")
+    parser.add_argument("--rounds", type=int, default=5, help="restarts per size")
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "state_size.json"))
     args = parser.parse_args(argv)
     sizes = [float(s) for s in args.sizes_mb.split(",") if s.strip()]
