@@ -116,9 +116,15 @@ class _BatchListener:
         self.rows: dict[int, int] = {}
         proxy = _ProgressProxy(self._progress)
         jvm = spark.sparkContext._jvm
+        forward = self._progress
 
         class Listener(StreamingQueryListener):
-            """Registered with ``spark.streams`` like any listener; Spark calls the slim proxy."""
+            """Registered with ``spark.streams`` like any listener; Spark calls the slim proxy.
+
+            ``_jlistener`` is how PySpark hands a listener to the JVM (not public API). Should a PySpark
+            release stop using it, Spark calls the methods below through PySpark's own wrapper instead:
+            slower, still correct.
+            """
 
             @property
             def _jlistener(self) -> Any:
@@ -130,16 +136,17 @@ class _BatchListener:
                 return self._jlistenerobj
 
             def onQueryStarted(self, event: Any) -> None:
-                """Not called: the proxy receives the events."""
+                """The first progress event carries the batch."""
 
             def onQueryProgress(self, event: Any) -> None:
-                """Not called: the proxy receives the events."""
+                progress = event.progress
+                forward(str(progress.runId), int(progress.batchId), int(progress.numInputRows))
 
             def onQueryIdle(self, event: Any) -> None:
-                """Not called: the proxy receives the events."""
+                """Idle triggers run no batch, so there is nothing to checkpoint."""
 
             def onQueryTerminated(self, event: Any) -> None:
-                """Not called: the proxy receives the events."""
+                """The job loop sees termination through the query handle."""
 
         self.listener = Listener()
 

@@ -270,3 +270,22 @@ def test_restore_links_local_files_instead_of_copying(tmp_path):
     Path(replaced + ".tmp").write_bytes(b"new")
     os.replace(replaced + ".tmp", replaced)
     assert Path(point.snapshot.file_path(point.metadata.files[0])).read_bytes() == b"x" * 10
+
+
+def test_batch_listener_without_the_slim_proxy_still_forwards_batches():
+    """Should a PySpark release stop asking for ``_jlistener``, its own wrapper calls the listener's methods."""
+    from types import SimpleNamespace
+
+    from runtime.streaming_job import _BatchListener
+
+    completed = []
+    coordinator = SimpleNamespace(batch_completed=completed.append)
+    listener = _BatchListener(coordinator, SimpleNamespace(sparkContext=SimpleNamespace(_jvm=None)))
+    listener.run_id = "run-a"
+
+    def event(run_id: str, batch: int, rows: int) -> SimpleNamespace:
+        return SimpleNamespace(progress=SimpleNamespace(runId=run_id, batchId=batch, numInputRows=rows))
+
+    listener.listener.onQueryProgress(event("run-a", 3, 40))
+    listener.listener.onQueryProgress(event("run-b", 4, 50))  # another query in the same session
+    assert completed == [3] and listener.rows == {3: 40}
