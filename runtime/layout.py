@@ -353,7 +353,7 @@ class CheckpointStorage:
         except FileNotFoundError:
             return {}
         return {
-            posixpath.relpath(path, self.job_path): int(info.get("size") or 0)
+            relative_to(path, self.job_path): int(info.get("size") or 0)
             for path, info in found.items()
             if info.get("type") != "directory"
         }
@@ -365,7 +365,7 @@ class CheckpointStorage:
         except FileNotFoundError:
             return {}
         return {
-            posixpath.relpath(path, self.job_path): (int(info.get("size") or 0), modified_time(info))
+            relative_to(path, self.job_path): (int(info.get("size") or 0), modified_time(info))
             for path, info in found.items()
             if info.get("type") != "directory"
         }
@@ -496,7 +496,7 @@ class CheckpointStorage:
         shared = shared_listing if shared_listing is not None else self.shared_files()
         try:
             owned = {
-                posixpath.relpath(path, self.job_path): int(info.get("size") or 0)
+                relative_to(path, self.job_path): int(info.get("size") or 0)
                 for path, info in self.fs.find(folder, detail=True).items()
                 if info.get("type") != "directory"
             }
@@ -653,7 +653,7 @@ class SavepointFolder:
         except DamagedCheckpoint as exc:
             raise CheckpointFormatError(f"savepoint {self.url} cannot be used: {exc.reason}") from None
         found = {
-            posixpath.relpath(path, self.path): int(info.get("size") or 0)
+            relative_to(path, self.path): int(info.get("size") or 0)
             for path, info in self.fs.find(self.path, detail=True).items()
             if info.get("type") != "directory"
         }
@@ -1022,6 +1022,16 @@ def _delete_each(fs: fsspec.AbstractFileSystem, paths: list[str], *, recursive: 
         return
     with ThreadPoolExecutor(max_workers=DELETE_THREADS) as pool:
         list(pool.map(delete, paths, chunksize=64))
+
+
+def relative_to(path: str, base: str) -> str:
+    """``path`` relative to ``base``, for paths a listing of ``base`` returned.
+
+    A prefix cut, not ``posixpath.relpath``: relpath normalises both paths on every call, which was a
+    third of retention's planning time over 130,000 files.
+    """
+    prefix = base.rstrip("/") + "/"
+    return path[len(prefix) :] if path.startswith(prefix) else posixpath.relpath(path, base)
 
 
 def modified_time(info: dict[str, Any]) -> float | None:

@@ -17,6 +17,8 @@ import fsspec
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
+from runtime.layout import relative_to
+
 DEFAULT_WORKING_DIR = os.path.join(tempfile.gettempdir(), "airflow-checkpoint-provider", "work")
 
 
@@ -51,7 +53,7 @@ class WorkingCopy:
         except FileNotFoundError:
             return {}
         return {
-            posixpath.relpath(path, self.spark_path): int(info.get("size") or 0)
+            relative_to(path, self.spark_path): int(info.get("size") or 0)
             for path, info in found.items()
             if info.get("type") != "directory"
         }
