@@ -113,10 +113,8 @@ def apply_externalized_retention(storage: CheckpointStorage, policy: str, outcom
     if outcome not in _DISCARD_ON.get(policy, set()):
         return []
     ids = storage.checkpoint_ids()
-    for checkpoint_id in ids:
-        storage.discard_checkpoint(checkpoint_id)
-    for relative in storage.shared_files():
-        storage.delete_job_file(relative)
+    storage.discard_checkpoints(ids)
+    storage.delete_job_files(list(storage.shared_files()))
     log.warning(
         "--externalized-retention %s: the run %s, so checkpoints %s were deleted; the next run starts fresh",
         policy,

@@ -129,8 +129,7 @@ def upload(
             written += selected.size
             entries.append(FileEntry(relative, selected.target, selected.size, selected.shared))
     except BaseException:
-        for relative in new_shared:
-            storage.delete_job_file(relative)
+        storage.delete_job_files(new_shared)
         raise
     return Upload(entries, written, new_shared)
 
@@ -164,10 +163,7 @@ def materialize(snapshot: ValidCheckpoint, working: WorkingCopy, *, skip_state_o
         source = snapshot.file_path(entry)
         destination = working.file_path(entry.target)
         working.fs.makedirs(posixpath.dirname(destination), exist_ok=True)
-        if isinstance(snapshot.fs, LocalFileSystem) and working.is_local:
-            link_or_copy(source, destination)
-        else:
-            _copy(snapshot.fs, source, working.fs, destination)
+        _copy(snapshot.fs, source, working.fs, destination, link=True)
         copied += entry.size
     return copied
 
@@ -177,11 +173,11 @@ def _state_operator(target: str) -> int | None:
     return int(parts[1]) if len(parts) > 2 and parts[0] == "state" and parts[1].isdigit() else None
 
 
-def _copy(source_fs: Any, source: str, destination_fs: Any, destination: str) -> None:
-    """Copy one file between filesystems (a plain copy when both are local disks)."""
+def _copy(source_fs: Any, source: str, destination_fs: Any, destination: str, *, link: bool = False) -> None:
+    """Copy one file between filesystems; when both are local disks, a plain copy or, with ``link``, a hard link."""
     local = LocalFileSystem
     if isinstance(source_fs, local) and isinstance(destination_fs, local):
-        shutil.copyfile(source, destination)
+        (link_or_copy if link else shutil.copyfile)(source, destination)
     elif isinstance(destination_fs, local):
         source_fs.get_file(source, destination)
     elif isinstance(source_fs, local):
