@@ -77,19 +77,25 @@ def _source(spark: Any, landing: Path, stateful: bool, per_trigger: int = 4, pip
     return getattr(pipelines, _pipeline(stateful, pipeline))(spark)
 
 
-def run_plain(
-    spark: Any, landing: Path, work: Path, stateful: bool, *, per_trigger: int = 4, pipeline: str | None = None
-) -> dict[str, Any]:
-    """Plain Spark: native checkpoint folder, exactly-once file sink (or foreachBatch for update mode)."""
+def _plain_writer(
+    spark: Any, landing: Path, work: Path, stateful: bool, per_trigger: int, pipeline: str | None = None
+) -> Any:
+    """Plain Spark's writer: native checkpoint folder, exactly-once file sink (or foreachBatch for update mode)."""
     out, checkpoint = work / "out", work / "spark-checkpoint"
     source = _source(spark, landing, stateful, per_trigger, pipeline)
     writer = source.writeStream.option("checkpointLocation", str(checkpoint))
     if stateful:
-        writer = writer.outputMode("update").foreachBatch(
+        return writer.outputMode("update").foreachBatch(
             lambda df, batch: df.write.mode("append").parquet(str(out / f"batch={batch}"))
         )
-    else:
-        writer = writer.format("parquet").option("path", str(out))
+    return writer.format("parquet").option("path", str(out))
+
+
+def run_plain(
+    spark: Any, landing: Path, work: Path, stateful: bool, *, per_trigger: int = 4, pipeline: str | None = None
+) -> dict[str, Any]:
+    """Plain Spark, available-now: wall time, rows, and Spark's own walCommit + commitOffsets per batch."""
+    writer = _plain_writer(spark, landing, work, stateful, per_trigger, pipeline)
     started = time.perf_counter()
     query = writer.trigger(availableNow=True).start()
     query.awaitTermination()
@@ -235,14 +241,7 @@ def steady_rate(events: list[tuple[int, int, float, float]]) -> dict[str, float]
 
 def run_plain_continuous(spark: Any, landing: Path, work: Path, stateful: bool, seconds: float) -> None:
     """Plain Spark for ``seconds`` with a processing-time trigger of 0 over a backlog."""
-    out, checkpoint = work / "out", work / "spark-checkpoint"
-    writer = _source(spark, landing, stateful, per_trigger=1).writeStream.option("checkpointLocation", str(checkpoint))
-    if stateful:
-        writer = writer.outputMode("update").foreachBatch(
-            lambda df, batch: df.write.mode("append").parquet(str(out / f"batch={batch}"))
-        )
-    else:
-        writer = writer.format("parquet").option("path", str(out))
+    writer = _plain_writer(spark, landing, work, stateful, per_trigger=1)
     query = writer.trigger(processingTime="0 seconds").start()
     time.sleep(seconds)
     # Like ours: let the batch in flight at D finish, then stop (a busy query is never idle).

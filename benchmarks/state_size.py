@@ -75,10 +75,13 @@ def measure(spark: Any, base: Path, size_mb: float, rounds: int) -> dict[str, An
     keys = max(100, int(size_mb * 1_000_000 / BYTES_PER_KEY))
     landing = base / "landing"
     write_events(spark, landing, "full", 0, range(keys))
-    plain_work, ours_work = base / "plain", base / "ours"
     options = {"per_trigger": 1, "pipeline": PIPELINE}
-    build_plain = run_plain(spark, landing, plain_work, True, **options)
-    build_ours = run_ours(spark, landing, ours_work, True, **options)
+
+    def start(side: str) -> dict[str, Any]:
+        run = run_plain if side == "plain" else run_ours
+        return run(spark, landing, base / side, True, **options)
+
+    build_plain, build_ours = start("plain"), start("ours")
     samples = []
     for number in range(rounds):
         changed = range(number, keys, 100)  # 1 % of the keys, a different 1 % each round
@@ -87,10 +90,7 @@ def measure(spark: Any, base: Path, size_mb: float, rounds: int) -> dict[str, An
         timed = {}
         for side in sides:
             cold_start(spark)
-            if side == "plain":
-                timed[side] = run_plain(spark, landing, plain_work, True, **options)
-            else:
-                timed[side] = run_ours(spark, landing, ours_work, True, **options)
+            timed[side] = start(side)
         samples.append(_sample(timed["plain"], timed["ours"], len(changed)))
     shutil.rmtree(base, ignore_errors=True)
 
