@@ -6,7 +6,7 @@
 - ``hooks``: ``CheckpointStorageHook`` (connection type ``checkpoint_storage``), ``StreamingJobHook``
 - ``triggers``: ``CheckpointTrigger``
 
-Everything about the on-disk format comes from the runtime's ``runtime.layout``.
+Everything about the on-disk format comes from the runtime's ``spark_checkpoint_runtime.layout``.
 """
 
 __version__ = "0.1.0"

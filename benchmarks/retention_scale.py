@@ -20,14 +20,14 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from runtime.layout import (  # noqa: E402
+from spark_checkpoint_runtime.layout import (  # noqa: E402
     CheckpointMetadata,
     CheckpointStorage,
     FileEntry,
     now_ms,
     write_metadata_atomically,
 )
-from runtime.retention import apply_job_retention, plan_job_retention  # noqa: E402
+from spark_checkpoint_runtime.retention import apply_job_retention, plan_job_retention  # noqa: E402
 
 LIST_METHODS = ("ls", "find", "glob", "walk")
 

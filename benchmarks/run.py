@@ -122,8 +122,8 @@ def run_ours(
     pipeline: str | None = None,
 ) -> dict[str, Any]:
     """Our runtime in the same session: checkpoints to a local root, two-phase Parquet sink."""
-    from runtime.options import options_from_mapping
-    from runtime.streaming_job import StreamingJob
+    from spark_checkpoint_runtime.options import options_from_mapping
+    from spark_checkpoint_runtime.streaming_job import StreamingJob
 
     options = options_from_mapping(
         {

@@ -31,7 +31,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from runtime.layout import CheckpointMetadata, CheckpointStorage, FileEntry, now_ms  # noqa: E402
+from spark_checkpoint_runtime.layout import CheckpointMetadata, CheckpointStorage, FileEntry, now_ms  # noqa: E402
 
 JOB = "latency"
 DAG_FILE = """

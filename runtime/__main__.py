@@ -1,7 +1,7 @@
-"""``python -m runtime [options]``: run a job with a local Spark (or the one spark-submit configured)."""
+"""``python -m spark_checkpoint_runtime [options]``: run a job with a local Spark (or spark-submit's)."""
 
 import sys
 
-from runtime.cli import main
+from spark_checkpoint_runtime.cli import main
 
 sys.exit(main())

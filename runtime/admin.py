@@ -1,9 +1,9 @@
 """Commands that talk to a job through storage, without Spark: ``savepoint``, ``list`` and ``inspect``.
 
-    python -m runtime savepoint --job-name J --checkpoint-root R [--stop] [--target-directory D]
+    python -m spark_checkpoint_runtime savepoint --job-name J --checkpoint-root R [--stop] [--target-directory D]
                                 [--timeout 5min] [--trigger-id ID]
-    python -m runtime list      --job-name J --checkpoint-root R [--json]
-    python -m runtime inspect   --job-name J --checkpoint-root R [--checkpoint-id N | --savepoint NAME]
+    python -m spark_checkpoint_runtime list      --job-name J --checkpoint-root R [--json]
+    python -m spark_checkpoint_runtime inspect   --job-name J --checkpoint-root R [--checkpoint-id N | --savepoint NAME]
 
 ``savepoint`` asks the running job (through ``_control/``) and prints the savepoint's path as its last
 line; asking again with the same ``--trigger-id`` returns the same savepoint. ``list`` and ``inspect``
@@ -21,16 +21,16 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from runtime.durations import format_bytes, format_duration, parse_duration
-from runtime.errors import EXIT_BAD_INPUT, EXIT_JOB_FAILED, EXIT_OK
-from runtime.layout import (
+from spark_checkpoint_runtime.durations import format_bytes, format_duration, parse_duration
+from spark_checkpoint_runtime.errors import EXIT_BAD_INPUT, EXIT_JOB_FAILED, EXIT_OK
+from spark_checkpoint_runtime.layout import (
     TERMINAL_STATUSES,
     CheckpointFormatError,
     CheckpointStorage,
     ControlChannel,
     DamagedCheckpoint,
 )
-from runtime.options import OptionsError, load_spec
+from spark_checkpoint_runtime.options import OptionsError, load_spec
 
 COMMANDS = ("savepoint", "list", "inspect")
 
@@ -41,7 +41,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser(command: str) -> argparse.ArgumentParser:
-    parser = _Parser(prog=f"python -m runtime {command}", allow_abbrev=False)
+    parser = _Parser(prog=f"python -m spark_checkpoint_runtime {command}", allow_abbrev=False)
     parser.add_argument("--job-name", required=True)
     parser.add_argument("--checkpoint-root", required=True)
     parser.add_argument("--spec", help="JSON/YAML file whose storage_options (credentials) are used")

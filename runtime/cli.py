@@ -1,10 +1,11 @@
-"""Command line: ``python -m runtime [options]`` and ``spark-submit runtime/job.py [options]``.
+"""Command line: ``python -m spark_checkpoint_runtime [options]`` and ``spark-submit runtime/job.py [options]``.
 
-``python -m runtime savepoint|list|inspect ...`` are storage-only commands (see ``runtime.admin``).
+``python -m spark_checkpoint_runtime savepoint|list|inspect ...`` are storage-only commands (see
+``spark_checkpoint_runtime.admin``).
 
 Exit status 0 on a clean finish; otherwise non-zero with a one-line reason on stderr:
 1 the job failed while running, 2 bad input (options, spec, pipeline, sink), 3 cannot restore,
-4 another live run holds the job (see ``runtime.lease``).
+4 another live run holds the job (see ``spark_checkpoint_runtime.lease``).
 The last line on stdout of a clean run is ``result: {json}`` for tools that drive the job.
 """
 
@@ -14,10 +15,10 @@ import json
 import logging
 import sys
 
-from runtime import faults
-from runtime.admin import COMMANDS
-from runtime.admin import main as admin_main
-from runtime.errors import (
+from spark_checkpoint_runtime import faults
+from spark_checkpoint_runtime.admin import COMMANDS
+from spark_checkpoint_runtime.admin import main as admin_main
+from spark_checkpoint_runtime.errors import (
     EXIT_BAD_INPUT,
     EXIT_CANNOT_RESTORE,
     EXIT_JOB_FAILED,
@@ -27,11 +28,11 @@ from runtime.errors import (
     JobHeld,
     PipelineError,
 )
-from runtime.fingerprint import IncompatibleRestore
-from runtime.layout import CheckpointFormatError, NoValidCheckpoint
-from runtime.options import OptionsError, parse_options, redacted
-from runtime.sinks import SinkError
-from runtime.state_files import UnsupportedStateStore
+from spark_checkpoint_runtime.fingerprint import IncompatibleRestore
+from spark_checkpoint_runtime.layout import CheckpointFormatError, NoValidCheckpoint
+from spark_checkpoint_runtime.options import OptionsError, parse_options, redacted
+from spark_checkpoint_runtime.sinks import SinkError
+from spark_checkpoint_runtime.state_files import UnsupportedStateStore
 
 log = logging.getLogger("runtime")
 
@@ -53,7 +54,7 @@ def main(argv: list[str] | None = None, spark=None) -> int:
     except (OptionsError, faults.FaultSpecError) as exc:
         return _fail(EXIT_BAD_INPUT, str(exc))
     log.info("options: %s", json.dumps(redacted(options), sort_keys=True))
-    from runtime.streaming_job import StreamingJob  # imports pyspark: only once options are valid
+    from spark_checkpoint_runtime.streaming_job import StreamingJob  # imports pyspark: only once options are valid
 
     try:
         result = StreamingJob(options, spark).run()

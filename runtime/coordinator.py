@@ -22,14 +22,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime import faults
-from runtime.durations import format_bytes, format_duration
-from runtime.errors import LeaseLost
-from runtime.layout import CheckpointMetadata, CheckpointStorage, SavepointFolder, now_ms
-from runtime.lease import UNFENCED, Fence
-from runtime.retention import subsume
-from runtime.snapshot import Capture, StoredFiles, Upload, capture, upload, upload_savepoint
-from runtime.working_copy import WorkingCopy
+from spark_checkpoint_runtime import faults
+from spark_checkpoint_runtime.durations import format_bytes, format_duration
+from spark_checkpoint_runtime.errors import LeaseLost
+from spark_checkpoint_runtime.layout import CheckpointMetadata, CheckpointStorage, SavepointFolder, now_ms
+from spark_checkpoint_runtime.lease import UNFENCED, Fence
+from spark_checkpoint_runtime.retention import subsume
+from spark_checkpoint_runtime.snapshot import Capture, StoredFiles, Upload, capture, upload, upload_savepoint
+from spark_checkpoint_runtime.working_copy import WorkingCopy
 
 log = logging.getLogger(__name__)
 

@@ -899,7 +899,7 @@ class LeaseFiles:
     """The files behind the job lease: ``_control/lease/<epoch>.json`` per grant, created exclusively.
 
     Epoch ``N.json`` names the run that holds the job from then on; ``N.released`` says it let go. Whoever
-    creates ``N+1.json`` first holds the job (see ``runtime.lease`` for the rules).
+    creates ``N+1.json`` first holds the job (see ``spark_checkpoint_runtime.lease`` for the rules).
     """
 
     def __init__(self, storage: CheckpointStorage):

@@ -34,8 +34,15 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from runtime.errors import JobHeld, LeaseLost
-from runtime.layout import HEARTBEAT_SECONDS, CheckpointStorage, ControlChannel, LeaseFiles, LeaseListing, now_ms
+from spark_checkpoint_runtime.errors import JobHeld, LeaseLost
+from spark_checkpoint_runtime.layout import (
+    HEARTBEAT_SECONDS,
+    CheckpointStorage,
+    ControlChannel,
+    LeaseFiles,
+    LeaseListing,
+    now_ms,
+)
 
 log = logging.getLogger(__name__)
 

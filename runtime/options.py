@@ -12,8 +12,8 @@ import os
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from runtime.durations import parse_duration
-from runtime.layout import CheckpointFormatError, validate_job_name, validate_key
+from spark_checkpoint_runtime.durations import parse_duration
+from spark_checkpoint_runtime.layout import CheckpointFormatError, validate_job_name, validate_key
 
 TRIGGERS = ("available-now", "continuous")
 OUTPUT_MODES = ("append", "update", "complete")
@@ -82,7 +82,7 @@ _KEYS = {f.name for f in fields(JobOptions)}
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
-        prog="python -m runtime",
+        prog="python -m spark_checkpoint_runtime",
         description="Run a Spark Structured Streaming pipeline with Flink-style numbered checkpoints.",
         allow_abbrev=False,
     )

@@ -13,8 +13,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.fingerprint import IncompatibleRestore, differences, pinned_conf_values
-from runtime.layout import CheckpointMetadata, CheckpointStorage, ValidCheckpoint
+from spark_checkpoint_runtime.fingerprint import IncompatibleRestore, differences, pinned_conf_values
+from spark_checkpoint_runtime.layout import CheckpointMetadata, CheckpointStorage, ValidCheckpoint
 
 log = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from runtime import faults
-from runtime.layout import (
+from spark_checkpoint_runtime import faults
+from spark_checkpoint_runtime.layout import (
     METADATA_FILE,
     SAVEPOINTS_DIR,
     SHARED_DIR,

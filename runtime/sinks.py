@@ -20,8 +20,8 @@ import posixpath
 import re
 from typing import Any, Protocol, runtime_checkable
 
-from runtime import faults
-from runtime.layout import open_url
+from spark_checkpoint_runtime import faults
+from spark_checkpoint_runtime.layout import open_url
 
 log = logging.getLogger(__name__)
 

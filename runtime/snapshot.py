@@ -19,10 +19,10 @@ from typing import Any
 
 from fsspec.implementations.local import LocalFileSystem
 
-from runtime import faults
-from runtime.layout import CheckpointStorage, FileEntry, SavepointFolder, ValidCheckpoint
-from runtime.state_files import SelectedFile, read_batch_offsets, select_files
-from runtime.working_copy import WorkingCopy, link_or_copy
+from spark_checkpoint_runtime import faults
+from spark_checkpoint_runtime.layout import CheckpointStorage, FileEntry, SavepointFolder, ValidCheckpoint
+from spark_checkpoint_runtime.state_files import SelectedFile, read_batch_offsets, select_files
+from spark_checkpoint_runtime.working_copy import WorkingCopy, link_or_copy
 
 log = logging.getLogger(__name__)
 

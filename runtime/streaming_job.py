@@ -21,11 +21,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from runtime import faults
-from runtime.coordinator import CheckpointConfig, CheckpointCoordinator
-from runtime.errors import JobFailed, PipelineError
-from runtime.fingerprint import plan_fingerprint
-from runtime.layout import (
+from spark_checkpoint_runtime import faults
+from spark_checkpoint_runtime.coordinator import CheckpointConfig, CheckpointCoordinator
+from spark_checkpoint_runtime.errors import JobFailed, PipelineError
+from spark_checkpoint_runtime.fingerprint import plan_fingerprint
+from spark_checkpoint_runtime.layout import (
     CheckpointFormatError,
     CheckpointMetadata,
     CheckpointStorage,
@@ -34,14 +34,14 @@ from runtime.layout import (
     SavepointFolder,
     now_ms,
 )
-from runtime.lease import JobLease
-from runtime.options import JobOptions
-from runtime.restore import RestorePoint, check_compatible, resolve_restore_point
-from runtime.retention import apply_externalized_retention
-from runtime.sinks import Sink, load_sink
-from runtime.snapshot import StoredFiles, materialize
-from runtime.state_files import UnsupportedStateStore
-from runtime.working_copy import WorkingCopy
+from spark_checkpoint_runtime.lease import JobLease
+from spark_checkpoint_runtime.options import JobOptions
+from spark_checkpoint_runtime.restore import RestorePoint, check_compatible, resolve_restore_point
+from spark_checkpoint_runtime.retention import apply_externalized_retention
+from spark_checkpoint_runtime.sinks import Sink, load_sink
+from spark_checkpoint_runtime.snapshot import StoredFiles, materialize
+from spark_checkpoint_runtime.state_files import UnsupportedStateStore
+from spark_checkpoint_runtime.working_copy import WorkingCopy
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ STOP_MARKER = "checkpointed-job graceful stop"
 
 
 def create_session(options: JobOptions) -> Any:
-    """A SparkSession for the job: spark-submit's settings, or local mode under ``python -m runtime``."""
+    """A SparkSession for the job: spark-submit's settings, or local mode under ``python -m``."""
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(f"checkpointed-job:{options.job_name}")

@@ -17,7 +17,7 @@ import fsspec
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
-from runtime.layout import relative_to
+from spark_checkpoint_runtime.layout import relative_to
 
 DEFAULT_WORKING_DIR = os.path.join(tempfile.gettempdir(), "airflow-checkpoint-provider", "work")
 

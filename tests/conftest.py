@@ -123,8 +123,8 @@ def job_args(job: str, root: Path, work: Path, landing: Landing, **extra: str) -
 
 def run_job(spark, job: str, tmp_path: Path, landing: Landing, **extra: str) -> dict:
     """Run the runtime in this process on the shared session; output goes to ``tmp_path/out``."""
-    from runtime.options import parse_options
-    from runtime.streaming_job import StreamingJob
+    from spark_checkpoint_runtime.options import parse_options
+    from spark_checkpoint_runtime.streaming_job import StreamingJob
 
     extra.setdefault("sink", f"parquet:{tmp_path / 'out'}")
     extra.setdefault("checkpoint_root", str(tmp_path / "root"))
@@ -164,18 +164,18 @@ def spark_submit(args: list[str], log_path: Path, env: dict[str, str] | None = N
 
 
 def start_module(args: list[str], conf: dict[str, str] | None = None, **popen: object) -> subprocess.Popen:
-    """Start ``python -m runtime ARGS`` with the test Spark settings (``conf`` overrides them)."""
+    """Start ``python -m spark_checkpoint_runtime ARGS`` with the test Spark settings (``conf`` overrides them)."""
     settings = {**SPARK_CONF, **(conf or {})}
-    command = [sys.executable, "-m", "runtime", *args]
+    command = [sys.executable, "-m", "spark_checkpoint_runtime", *args]
     command += [item for key, value in settings.items() for item in ("--conf", f"{key}={value}")]
     popen.setdefault("text", True)
     return subprocess.Popen(command, cwd=REPO, env=subprocess_env(), **popen)
 
 
 def run_module(args: list[str], timeout: float = 300) -> subprocess.CompletedProcess:
-    """``python -m runtime ARGS`` to completion."""
+    """``python -m spark_checkpoint_runtime ARGS`` to completion."""
     return subprocess.run(
-        [sys.executable, "-m", "runtime", *args],
+        [sys.executable, "-m", "spark_checkpoint_runtime", *args],
         cwd=REPO,
         env=subprocess_env(),
         capture_output=True,
@@ -219,7 +219,7 @@ def caplog_info(caplog):
 
 def checkpoint_metadata(checkpoint_id: int, files: list, job: str = "j", completion_ms: int | None = None):
     """Format-valid metadata for tests that need checkpoints on disk without running Spark."""
-    from runtime.layout import CheckpointMetadata, now_ms
+    from spark_checkpoint_runtime.layout import CheckpointMetadata, now_ms
 
     completion = completion_ms if completion_ms is not None else now_ms()
     return CheckpointMetadata(
@@ -239,7 +239,7 @@ def checkpoint_metadata(checkpoint_id: int, files: list, job: str = "j", complet
 
 def write_checkpoint(storage, checkpoint_id: int, shared: list[str], completion_ms: int | None = None):
     """Write a small complete checkpoint (files, then ``_metadata``) through the format module."""
-    from runtime.layout import FileEntry
+    from spark_checkpoint_runtime.layout import FileEntry
 
     def put(relative: str, data: bytes) -> None:
         path = Path(storage.job_file(relative))

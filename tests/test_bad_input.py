@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime.options import parse_options
-from runtime.streaming_job import StreamingJob
+from spark_checkpoint_runtime.options import parse_options
+from spark_checkpoint_runtime.streaming_job import StreamingJob
 from tests.conftest import SPARK_CONF, Landing, job_args, run_module, tree_state
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.layout import CheckpointStorage, ControlChannel
+from spark_checkpoint_runtime.layout import CheckpointStorage, ControlChannel
 from tests import figures
 from tests.conftest import Landing, final_counts, job_args, kill_group, published_rows, spark_submit
 

@@ -54,10 +54,10 @@ print('ok')
 @pytest.mark.parametrize(
     ("module", "blocked"),
     [
-        ("runtime.layout", {"pyspark", "airflow"}),
-        ("runtime.retention", {"pyspark", "airflow"}),
-        ("runtime.cli", {"airflow"}),
-        ("runtime.streaming_job", {"airflow"}),
+        ("spark_checkpoint_runtime.layout", {"pyspark", "airflow"}),
+        ("spark_checkpoint_runtime.retention", {"pyspark", "airflow"}),
+        ("spark_checkpoint_runtime.cli", {"airflow"}),
+        ("spark_checkpoint_runtime.streaming_job", {"airflow"}),
         ("airflow_checkpoint_provider", {"pyspark"}),
     ],
 )

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from runtime.errors import JobHeld, LeaseLost
-from runtime.layout import CheckpointStorage, ControlChannel, LeaseFiles, SnapshotExists, now_ms
-from runtime.lease import JobLease
+from spark_checkpoint_runtime.errors import JobHeld, LeaseLost
+from spark_checkpoint_runtime.layout import CheckpointStorage, ControlChannel, LeaseFiles, SnapshotExists, now_ms
+from spark_checkpoint_runtime.lease import JobLease
 from tests.conftest import checkpoint_metadata
 
 

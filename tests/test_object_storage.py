@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.layout import CheckpointStorage, SnapshotExists
+from spark_checkpoint_runtime.layout import CheckpointStorage, SnapshotExists
 from tests import figures
 from tests.conftest import Landing, checkpoint_metadata, final_counts
 from tests.test_chaos import RANDOM, SEED, run_chain

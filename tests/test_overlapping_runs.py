@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.layout import CheckpointStorage, LeaseFiles
+from spark_checkpoint_runtime.layout import CheckpointStorage, LeaseFiles
 from tests import figures
 from tests.conftest import (
     Landing,

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from runtime.fingerprint import IncompatibleRestore
-from runtime.layout import CheckpointStorage
+from spark_checkpoint_runtime.fingerprint import IncompatibleRestore
+from spark_checkpoint_runtime.layout import CheckpointStorage
 from tests.conftest import final_counts, published_rows, tree_state
 from tests.conftest import run_job as run
 
@@ -170,7 +170,7 @@ def test_externalized_retention_delete_on_cancellation_discards_checkpoints_not_
 
 @pytest.mark.parametrize("changelog", ["true", "false"])
 def test_rocksdb_state_store_is_refused_with_a_clear_message(spark, tmp_path, landing, changelog):
-    from runtime.state_files import UnsupportedStateStore
+    from spark_checkpoint_runtime.state_files import UnsupportedStateStore
 
     landing.add_files(1)
     provider = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -192,7 +192,7 @@ def test_rocksdb_state_store_is_refused_with_a_clear_message(spark, tmp_path, la
 
 
 def test_failed_checkpoints_beyond_tolerance_fail_the_job_and_publish_nothing(spark, tmp_path, landing):
-    from runtime.errors import JobFailed
+    from spark_checkpoint_runtime.errors import JobFailed
 
     landing.add_files(4)
     job = tmp_path / "root" / "failing"

@@ -1,7 +1,8 @@
 """Issue 4's must-show: stop-with-savepoint, relocated restore, refused incompatible upgrade, retention.
 
-v1 (a stateful running count) runs continuously in its own process; ``python -m runtime savepoint --stop``
-stops it through ``_control/`` and prints the savepoint's path. The savepoint folder is copied elsewhere;
+v1 (a stateful running count) runs continuously in its own process;
+``python -m spark_checkpoint_runtime savepoint --stop`` stops it through ``_control/`` and prints the
+savepoint's path. The savepoint folder is copied elsewhere;
 v2 (the same state plus a projected column) restores from the copy and the counts continue exactly; v3 (a
 changed grouping key) is refused and the checkpoint root is left byte for byte as it was.
 """
@@ -15,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from runtime.fingerprint import IncompatibleRestore
-from runtime.layout import CheckpointStorage, ControlChannel
-from runtime.options import parse_options
-from runtime.retention import apply_job_retention, plan_job_retention
-from runtime.streaming_job import StreamingJob
+from spark_checkpoint_runtime.fingerprint import IncompatibleRestore
+from spark_checkpoint_runtime.layout import CheckpointStorage, ControlChannel
+from spark_checkpoint_runtime.options import parse_options
+from spark_checkpoint_runtime.retention import apply_job_retention, plan_job_retention
+from spark_checkpoint_runtime.streaming_job import StreamingJob
 from tests.conftest import (
     Landing,
     completed_checkpoints,
@@ -161,7 +162,7 @@ def test_savepoint_upgrade_lifecycle(spark, tmp_path: Path, landing: Landing):
 
 
 def test_claim_mode_deletes_the_restored_savepoint_after_the_first_checkpoint(spark, tmp_path, landing):
-    from runtime.layout import SavepointFolder
+    from spark_checkpoint_runtime.layout import SavepointFolder
 
     root, work, output = tmp_path / "root", tmp_path / "work", tmp_path / "out"
     landing.add_files(2)
@@ -185,7 +186,7 @@ def test_claim_mode_deletes_the_restored_savepoint_after_the_first_checkpoint(sp
         shutil.copyfile(latest.file_path(entry), target)
     from dataclasses import replace
 
-    from runtime.layout import FileEntry
+    from spark_checkpoint_runtime.layout import FileEntry
 
     files = [FileEntry(e.target, e.target, e.size, False) for e in latest.metadata.files]
     folder.write_metadata(replace(latest.metadata, kind="savepoint", files=files))

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime.errors import JobFailed
-from runtime.layout import CheckpointStorage
+from spark_checkpoint_runtime.errors import JobFailed
+from spark_checkpoint_runtime.layout import CheckpointStorage
 from tests import figures
 from tests.conftest import Landing, final_counts, published_rows, run_job
 from tests.faulty_fs import FaultPlan, install

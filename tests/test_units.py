@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime.durations import format_bytes, parse_duration
-from runtime.layout import (
+from spark_checkpoint_runtime.durations import format_bytes, parse_duration
+from spark_checkpoint_runtime.layout import (
     CheckpointFormatError,
     CheckpointStorage,
     DamagedCheckpoint,
@@ -16,9 +16,9 @@ from runtime.layout import (
     NoValidCheckpoint,
     validate_job_name,
 )
-from runtime.options import OptionsError, parse_options
-from runtime.retention import plan_retention
-from runtime.state_files import CaptureError, UnsupportedStateStore, select_files
+from spark_checkpoint_runtime.options import OptionsError, parse_options
+from spark_checkpoint_runtime.retention import plan_retention
+from spark_checkpoint_runtime.state_files import CaptureError, UnsupportedStateStore, select_files
 from tests.conftest import checkpoint_metadata, write_checkpoint
 
 BASE = ["--job-name", "j", "--checkpoint-root", "/tmp/r", "--pipeline", "m:f"]
@@ -225,7 +225,7 @@ def test_retention_plan_keeps_newest_and_what_they_reference():
 
 
 def test_request_decider_applies_interval_and_min_pause():
-    from runtime.coordinator import RequestDecider
+    from spark_checkpoint_runtime.coordinator import RequestDecider
 
     decider = RequestDecider(interval=10, min_pause=4)
     assert decider.due(0)
@@ -237,7 +237,7 @@ def test_request_decider_applies_interval_and_min_pause():
 
 
 def test_failure_manager_counts_consecutive_failures():
-    from runtime.coordinator import FailureManager
+    from spark_checkpoint_runtime.coordinator import FailureManager
 
     failures = FailureManager(tolerable=1)
     assert failures.failed(3, "boom") is None
@@ -252,9 +252,9 @@ def test_failure_manager_counts_consecutive_failures():
 def test_restore_links_local_files_instead_of_copying(tmp_path):
     import os
 
-    from runtime.restore import resolve_restore_point
-    from runtime.snapshot import materialize
-    from runtime.working_copy import WorkingCopy
+    from spark_checkpoint_runtime.restore import resolve_restore_point
+    from spark_checkpoint_runtime.snapshot import materialize
+    from spark_checkpoint_runtime.working_copy import WorkingCopy
 
     storage = CheckpointStorage(str(tmp_path / "root"), "j")
     write_checkpoint(storage, 1, ["state/0/0/1.delta", "sources/0/0"])
@@ -276,7 +276,7 @@ def test_batch_listener_without_the_slim_proxy_still_forwards_batches():
     """Should a PySpark release stop asking for ``_jlistener``, its own wrapper calls the listener's methods."""
     from types import SimpleNamespace
 
-    from runtime.streaming_job import _BatchListener
+    from spark_checkpoint_runtime.streaming_job import _BatchListener
 
     completed = []
     coordinator = SimpleNamespace(batch_completed=completed.append)

@@ -1,6 +1,6 @@
 """Read checkpoint storage from Airflow: jobs, checkpoints, savepoints, the latest valid checkpoint.
 
-Everything goes through the runtime's format module (``runtime.layout``) over fsspec. Credentials come
+Everything goes through the runtime's format module (``spark_checkpoint_runtime.layout``) over fsspec. Credentials come
 from a ``checkpoint_storage`` connection whose extra JSON holds fsspec storage options (for s3fs:
 ``{"key": "...", "secret": "...", "client_kwargs": {"endpoint_url": "..."}}``). They are handed to
 fsspec and to the runtime's spec file, and never logged or written to ``_metadata`` or XCom.
@@ -12,7 +12,12 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
-from runtime.layout import CheckpointStorage, ControlChannel, DamagedCheckpoint, find_completed_checkpoint
+from spark_checkpoint_runtime.layout import (
+    CheckpointStorage,
+    ControlChannel,
+    DamagedCheckpoint,
+    find_completed_checkpoint,
+)
 
 
 class CheckpointStorageHook(BaseHook):

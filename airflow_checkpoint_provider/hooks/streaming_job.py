@@ -20,21 +20,26 @@ from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
-import runtime
+import spark_checkpoint_runtime
 
 
 def runtime_entry_point() -> str:
     """The ``job.py`` that spark-submit runs (the installed runtime's own file)."""
-    return str(Path(runtime.__file__).parent / "job.py")
+    return str(Path(spark_checkpoint_runtime.__file__).parent / "job.py")
 
 
-def zip_package(folder: Path, destination: Path) -> Path:
-    """Zip a Python package folder (without caches) so ``--py-files`` can ship it."""
+def zip_package(folder: Path, destination: Path, *, import_name: str | None = None) -> Path:
+    """Zip a Python package folder (without caches) so ``--py-files`` can ship it.
+
+    ``import_name`` is the top-level name inside the zip (default: the folder's name). The runtime's
+    source folder is ``runtime/`` in a checkout but imports as ``spark_checkpoint_runtime``.
+    """
+    top = Path(import_name or folder.name)
     with zipfile.ZipFile(destination, "w", zipfile.ZIP_DEFLATED) as archive:
         for path in sorted(folder.rglob("*")):
             if "__pycache__" in path.parts or path.suffix == ".pyc" or not path.is_file():
                 continue
-            archive.write(path, path.relative_to(folder.parent))
+            archive.write(path, top / path.relative_to(folder))
     return destination
 
 
@@ -78,7 +83,9 @@ class StreamingJobHook(BaseHook):
 
     def ship_files(self, workdir: Path) -> list[str]:
         """The runtime zip plus the user's py_files (package folders zipped)."""
-        files = [str(zip_package(Path(runtime.__file__).parent, workdir / "runtime.zip"))]
+        package = Path(spark_checkpoint_runtime.__file__).parent
+        name = spark_checkpoint_runtime.__name__
+        files = [str(zip_package(package, workdir / f"{name}.zip", import_name=name))]
         for entry in self.py_files:
             path = Path(entry)
             if path.is_dir():

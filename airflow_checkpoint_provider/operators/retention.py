@@ -9,8 +9,8 @@ from typing import Any
 from airflow.sdk import BaseOperator, Context
 
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
-from runtime.durations import parse_duration
-from runtime.retention import apply_job_retention, plan_job_retention
+from spark_checkpoint_runtime.durations import parse_duration
+from spark_checkpoint_runtime.retention import apply_job_retention, plan_job_retention
 
 
 class CheckpointRetentionOperator(BaseOperator):

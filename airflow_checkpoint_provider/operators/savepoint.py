@@ -13,8 +13,8 @@ from airflow.sdk.exceptions import AirflowException
 
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
 from airflow_checkpoint_provider.triggers.savepoint import SavepointTrigger
-from runtime.durations import parse_duration
-from runtime.layout import TERMINAL_STATUSES
+from spark_checkpoint_runtime.durations import parse_duration
+from spark_checkpoint_runtime.layout import TERMINAL_STATUSES
 
 
 class SavepointOperator(BaseOperator):

@@ -14,8 +14,8 @@ from airflow.sdk.exceptions import AirflowException
 
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
 from airflow_checkpoint_provider.hooks.streaming_job import StreamingJobHook
-from runtime.layout import CheckpointFormatError
-from runtime.options import OptionsError, options_from_mapping
+from spark_checkpoint_runtime.layout import CheckpointFormatError
+from spark_checkpoint_runtime.options import OptionsError, options_from_mapping
 
 # Runtime options the operator passes through when set (snake_case names, as the runtime accepts them).
 _PASSED_OPTIONS = (

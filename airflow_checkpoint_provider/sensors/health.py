@@ -10,7 +10,7 @@ from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
-from runtime.durations import format_duration, parse_duration
+from spark_checkpoint_runtime.durations import format_duration, parse_duration
 
 
 def progress_window(interval: float, timeout: float, tolerable_failures: int) -> float:

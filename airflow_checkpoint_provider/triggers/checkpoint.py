@@ -9,7 +9,7 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
-from runtime.layout import CheckpointStorage, find_completed_checkpoint
+from spark_checkpoint_runtime.layout import CheckpointStorage, find_completed_checkpoint
 
 
 class CheckpointTrigger(BaseTrigger):

@@ -10,7 +10,7 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
-from runtime.layout import TERMINAL_STATUSES, CheckpointStorage, ControlChannel
+from spark_checkpoint_runtime.layout import TERMINAL_STATUSES, CheckpointStorage, ControlChannel
 
 
 class SavepointTrigger(BaseTrigger):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.layout import CheckpointStorage, ControlChannel
+from spark_checkpoint_runtime.layout import CheckpointStorage, ControlChannel
 from tests.conftest import (
     Landing,
     completed_checkpoints,

@@ -6,7 +6,13 @@ import os
 import time
 from pathlib import Path
 
-from runtime.layout import CheckpointMetadata, CheckpointStorage, ControlChannel, now_ms, write_metadata_atomically
+from spark_checkpoint_runtime.layout import (
+    CheckpointMetadata,
+    CheckpointStorage,
+    ControlChannel,
+    now_ms,
+    write_metadata_atomically,
+)
 from tests.conftest import tree_state, write_checkpoint
 from tests.provider.conftest import load_dag, task_states, xcom
 

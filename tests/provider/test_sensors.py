@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.layout import CheckpointStorage, now_ms
+from spark_checkpoint_runtime.layout import CheckpointStorage, now_ms
 from tests.conftest import VENV_BIN, write_checkpoint
 from tests.provider.conftest import load_dag, task_states, xcom
 

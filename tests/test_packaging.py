@@ -1,0 +1,101 @@
+"""The built wheel: installs the Spark side as ``spark_checkpoint_runtime``, never as a top-level ``runtime``.
+
+A top-level ``runtime`` would collide with other distributions and with folders in users' DAG repositories
+(Airflow puts the DAGs folder on ``sys.path``). The wheel goes into a clean venv whose only other packages
+are the project venv's (by a ``.pth`` line, so nothing is downloaded twice); Airflow must list the provider.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(REPO)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (found,) = out.glob("airflow_checkpoint_provider-*.whl")
+    return found
+
+
+def test_the_wheel_has_no_top_level_runtime_package(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
+    top = {name.split("/")[0] for name in names if not name.split("/")[0].endswith((".dist-info", ".data"))}
+    assert top == {"spark_checkpoint_runtime", "airflow_checkpoint_provider"}
+    assert "spark_checkpoint_runtime/job.py" in names
+
+
+def test_a_clean_venv_imports_the_runtime_by_its_own_name_and_airflow_lists_the_provider(wheel, tmp_path):
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    site = Path(
+        subprocess.check_output(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True
+        ).strip()
+    )
+    # Dependencies come from the project venv; its editable-install hook is not loaded (not a site dir).
+    (site / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", str(wheel)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    assert not [p.name for p in site.iterdir() if p.name.split(".")[0] == "runtime"]
+    env = {
+        **os.environ,
+        "AIRFLOW_HOME": str(tmp_path / "airflow-home"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "PYTHONPATH": "",
+    }
+    probe = (
+        "import importlib.util, spark_checkpoint_runtime, airflow_checkpoint_provider;"
+        "print(spark_checkpoint_runtime.__file__);"
+        "print(importlib.util.find_spec('runtime'))"
+    )
+    out = subprocess.run(
+        [str(python), "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    ).stdout.split()
+    assert out[0].startswith(str(site)), out
+    assert out[1] == "None"
+    listed = subprocess.run(
+        [str(python), "-m", "airflow", "providers", "list"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert "airflow-checkpoint-provider" in listed.stdout, listed.stdout + listed.stderr
+    # The console script runs the installed package (an empty root lists no checkpoints).
+    script = subprocess.run(
+        [
+            str(venv / "bin" / "checkpointed-spark-job"),
+            "list",
+            "--job-name",
+            "j",
+            "--checkpoint-root",
+            str(tmp_path / "none"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert script.returncode == 0 and "Traceback" not in script.stderr, script.stdout + script.stderr
