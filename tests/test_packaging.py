@@ -37,6 +37,7 @@ def test_the_wheel_has_no_top_level_runtime_package(wheel):
     top = {name.split("/")[0] for name in names if not name.split("/")[0].endswith((".dist-info", ".data"))}
     assert top == {"spark_checkpoint_runtime", "airflow_checkpoint_provider"}
     assert "spark_checkpoint_runtime/job.py" in names
+    assert "spark_checkpoint_runtime/layout/job_storage.py" in names  # subpackages are listed in pyproject
 
 
 def test_a_clean_venv_imports_the_runtime_by_its_own_name_and_airflow_lists_the_provider(wheel, tmp_path):

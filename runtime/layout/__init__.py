@@ -1,0 +1,126 @@
+"""The on-disk checkpoint format: the contract between the runtime and the Airflow provider.
+
+This package is the only code that knows paths under the checkpoint root and the shape of ``_metadata``.
+It needs only the standard library and fsspec, so the provider imports it without pyspark.
+
+Layout of one job (``<root>/<job>/``)::
+
+    chk-<N>/_metadata     completed checkpoint N, written last and atomically
+    chk-<N>/...           files owned by checkpoint N alone (offset/commit log entries, query metadata)
+    shared/...            immutable files (state data, source logs) referenced by one or more checkpoints
+    savepoints/...        self-contained savepoints, never deleted by checkpoint retention
+    _control/...          requests from Airflow and the runtime's responses
+
+Every path inside ``_metadata`` is relative (to the job folder for a checkpoint), so a folder can be
+validated without trusting it: a listed path that is absolute or climbs out with ``..`` makes the
+checkpoint invalid.
+
+One concept per module:
+
+- ``names``: job names, ``chk-<N>`` folder names, keys, relative paths that cannot escape their folder;
+- ``metadata``: ``_metadata`` (``CheckpointMetadata``, ``FileEntry``) and a validated snapshot;
+- ``store``: opening a URL, exclusive create, metadata-first deletes;
+- ``job_storage``: one job's folder (``CheckpointStorage``): listing, validation, "latest", discards;
+- ``savepoints``: self-contained, relocatable savepoint folders;
+- ``control``: requests from Airflow and the runtime's answers (``ControlChannel``);
+- ``lease_files``: the files behind the job lease;
+- ``errors``: what goes wrong reading the format.
+
+Everything is importable from ``spark_checkpoint_runtime.layout`` itself.
+"""
+
+from spark_checkpoint_runtime.layout.control import (
+    HEARTBEAT_SECONDS,
+    HEARTBEAT_STALE_SECONDS,
+    TERMINAL_STATUSES,
+    ControlChannel,
+    ControlRequest,
+)
+from spark_checkpoint_runtime.layout.errors import (
+    CheckpointFormatError,
+    DamagedCheckpoint,
+    NoValidCheckpoint,
+)
+from spark_checkpoint_runtime.layout.job_storage import (
+    CheckpointStorage,
+    find_completed_checkpoint,
+)
+from spark_checkpoint_runtime.layout.lease_files import (
+    LeaseFiles,
+    LeaseListing,
+)
+from spark_checkpoint_runtime.layout.metadata import (
+    FORMAT_VERSION,
+    KINDS,
+    MAX_METADATA_BYTES,
+    CheckpointMetadata,
+    FileEntry,
+    ValidCheckpoint,
+    now_ms,
+    referenced_files,
+)
+from spark_checkpoint_runtime.layout.names import (
+    CHECKPOINT_PREFIX,
+    CONTROL_DIR,
+    METADATA_FILE,
+    SAVEPOINTS_DIR,
+    SHARED_DIR,
+    checkpoint_dir_name,
+    parse_checkpoint_dir_name,
+    relative_to,
+    safe_relative_path,
+    validate_job_name,
+    validate_key,
+)
+from spark_checkpoint_runtime.layout.savepoints import (
+    SavepointFolder,
+)
+from spark_checkpoint_runtime.layout.store import (
+    SnapshotExists,
+    create_exclusively,
+    discard_folders,
+    modified_time,
+    open_url,
+    write_metadata_atomically,
+)
+
+__all__ = [
+    "CHECKPOINT_PREFIX",
+    "CONTROL_DIR",
+    "CheckpointFormatError",
+    "CheckpointMetadata",
+    "CheckpointStorage",
+    "ControlChannel",
+    "ControlRequest",
+    "DamagedCheckpoint",
+    "FORMAT_VERSION",
+    "FileEntry",
+    "HEARTBEAT_SECONDS",
+    "HEARTBEAT_STALE_SECONDS",
+    "KINDS",
+    "LeaseFiles",
+    "LeaseListing",
+    "MAX_METADATA_BYTES",
+    "METADATA_FILE",
+    "NoValidCheckpoint",
+    "SAVEPOINTS_DIR",
+    "SHARED_DIR",
+    "SavepointFolder",
+    "SnapshotExists",
+    "TERMINAL_STATUSES",
+    "ValidCheckpoint",
+    "checkpoint_dir_name",
+    "create_exclusively",
+    "discard_folders",
+    "find_completed_checkpoint",
+    "modified_time",
+    "now_ms",
+    "open_url",
+    "parse_checkpoint_dir_name",
+    "referenced_files",
+    "relative_to",
+    "safe_relative_path",
+    "validate_job_name",
+    "validate_key",
+    "write_metadata_atomically",
+]

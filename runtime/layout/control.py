@@ -1,0 +1,224 @@
+"""``_control/``: requests from Airflow (stop, savepoint), the runtime's answers, run reports and heartbeats."""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import uuid
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from spark_checkpoint_runtime.layout.errors import CheckpointFormatError
+from spark_checkpoint_runtime.layout.job_storage import CheckpointStorage
+from spark_checkpoint_runtime.layout.metadata import now_ms
+from spark_checkpoint_runtime.layout.names import validate_key
+
+# --- _control/: requests from Airflow and the runtime's answers ----------------------------------------
+CONTROL_ACTIONS = ("stop", "savepoint")
+
+
+MAX_CONTROL_BYTES = 16 * 1024
+
+
+_CONTROL_FIELDS = {"action", "run_key", "created_ms", "stop", "target_directory"}
+
+
+HEARTBEAT_SECONDS = 5.0
+
+
+HEARTBEAT_STALE_SECONDS = 30.0
+
+
+# Answers after which a request is settled; "in_progress" and "accepted" are not.
+TERMINAL_STATUSES = ("completed", "failed", "rejected", "expired")
+
+
+@dataclass(frozen=True)
+class ControlRequest:
+    """A request in ``_control/requests/<trigger-id>.json``. ``run_key`` None means any run of the job.
+
+    ``savepoint`` requests may ask to ``stop`` afterwards and name a ``target_directory``.
+    """
+
+    trigger_id: str
+    action: str
+    run_key: str | None
+    created_ms: int
+    stop: bool = False
+    target_directory: str | None = None
+
+
+def _checked_request(trigger_id: str, data: dict[str, Any]) -> ControlRequest:
+    """Validate a control request strictly: unknown fields, actions or types are refused."""
+    validate_key(trigger_id, "trigger id")
+    unknown = sorted(set(data) - _CONTROL_FIELDS)
+    if unknown:
+        raise CheckpointFormatError(f"unknown field(s) {', '.join(unknown)}")
+    if data.get("action") not in CONTROL_ACTIONS:
+        raise CheckpointFormatError(
+            f"unknown action {data.get('action')!r}; expected one of {', '.join(CONTROL_ACTIONS)}"
+        )
+    run_key, target = data.get("run_key"), data.get("target_directory")
+    if not isinstance(data.get("stop", False), bool):
+        raise CheckpointFormatError(f"'stop' must be true or false, not {data.get('stop')!r}")
+    if target is not None and (not isinstance(target, str) or not target.strip() or len(target) > 4096):
+        raise CheckpointFormatError(f"target_directory {target!r} is not a path or URL")
+    return ControlRequest(
+        trigger_id,
+        data["action"],
+        validate_key(run_key, "run key") if run_key else None,
+        int(data.get("created_ms") or 0),
+        bool(data.get("stop", False)),
+        target,
+    )
+
+
+class ControlChannel:
+    """Requests to a running job (Airflow writes them) and the job's answers and run reports.
+
+    Layout under ``<job>/_control/``: ``requests/<trigger-id>.json``, ``responses/<trigger-id>.json``,
+    ``runs/<run-key>.json`` (the result of a run started with that key) and ``alive/<run-id>.json``
+    (heartbeats of running jobs).
+    """
+
+    def __init__(self, storage: CheckpointStorage):
+        self.storage = storage
+        self.fs = storage.fs
+        self.base = storage.control_path
+
+    def _path(self, kind: str, key: str) -> str:
+        return posixpath.join(self.base, kind, f"{validate_key(key, 'key')}.json")
+
+    def _write(self, path: str, payload: dict[str, Any]) -> None:
+        self.fs.makedirs(posixpath.dirname(path), exist_ok=True)
+        temporary = f"{path}.{uuid.uuid4().hex}.tmp"
+        self.fs.pipe_file(temporary, json.dumps(payload, sort_keys=True).encode("utf-8"))
+        self.fs.mv(temporary, path)
+
+    def _read(self, path: str) -> dict[str, Any] | None:
+        try:
+            raw = self.fs.cat_file(path)
+        except FileNotFoundError:
+            return None
+        if len(raw) > MAX_CONTROL_BYTES:
+            raise CheckpointFormatError(
+                f"{self.fs.unstrip_protocol(path)} is {len(raw)} bytes; at most {MAX_CONTROL_BYTES}"
+            )
+        try:
+            data = json.loads(raw)
+        except ValueError as exc:
+            raise CheckpointFormatError(f"{self.fs.unstrip_protocol(path)} is not valid JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise CheckpointFormatError(f"{self.fs.unstrip_protocol(path)} is not a JSON object")
+        return data
+
+    def request(
+        self,
+        trigger_id: str,
+        action: str,
+        run_key: str | None = None,
+        *,
+        stop: bool = False,
+        target_directory: str | None = None,
+    ) -> ControlRequest:
+        """Ask the job to do ``action``. A trigger id is answered once: asking again returns that answer."""
+        request = _checked_request(
+            trigger_id,
+            {
+                "action": action,
+                "run_key": run_key,
+                "created_ms": now_ms(),
+                "stop": stop,
+                "target_directory": target_directory,
+            },
+        )
+        payload = {k: v for k, v in asdict(request).items() if k != "trigger_id"}
+        self._write(self._path("requests", trigger_id), payload)
+        return request
+
+    def pending(self) -> list[ControlRequest | tuple[str, str]]:
+        """Unanswered requests; a malformed one comes back as (trigger id, reason) so it can be refused."""
+        try:
+            names = self.fs.ls(posixpath.join(self.base, "requests"), detail=False)
+        except FileNotFoundError:
+            return []
+        answered = set()
+        try:
+            answered = {posixpath.basename(n) for n in self.fs.ls(posixpath.join(self.base, "responses"), detail=False)}
+        except FileNotFoundError:
+            pass
+        found: list[ControlRequest | tuple[str, str]] = []
+        for name in sorted(names):
+            base = posixpath.basename(name)
+            if not base.endswith(".json") or base in answered:
+                continue
+            trigger_id = base[: -len(".json")]
+            try:
+                found.append(_checked_request(trigger_id, self._read(name) or {}))
+            except (CheckpointFormatError, TypeError, ValueError) as exc:
+                found.append((trigger_id, str(exc)))
+        return found
+
+    def heartbeat(self, run_id: str, run_key: str | None) -> None:
+        """Say this run is alive (the job calls it every ``HEARTBEAT_SECONDS``)."""
+        self._write(self._path("alive", run_id), {"run_id": run_id, "run_key": run_key, "updated_ms": now_ms()})
+
+    def last_heartbeat_ms(self, run_id: str) -> int | None:
+        """When run ``run_id`` last said it was alive (epoch ms), or None if it never did or has ended."""
+        try:
+            beat = self._read(self._path("alive", run_id))
+        except CheckpointFormatError:
+            return None
+        return int(beat.get("updated_ms") or 0) if beat else None
+
+    def end_heartbeat(self, run_id: str) -> None:
+        try:
+            self.fs.rm(self._path("alive", run_id))
+        except FileNotFoundError:
+            pass
+
+    def live_runs(self, stale_after: float = HEARTBEAT_STALE_SECONDS) -> list[dict[str, Any]]:
+        """Runs whose heartbeat is fresh: a run killed without a chance to clean up goes stale."""
+        try:
+            names = self.fs.ls(posixpath.join(self.base, "alive"), detail=False)
+        except FileNotFoundError:
+            return []
+        live = []
+        for name in names:
+            try:
+                beat = self._read(name)
+            except CheckpointFormatError:
+                continue
+            if beat and now_ms() - int(beat.get("updated_ms") or 0) <= stale_after * 1000:
+                live.append(beat)
+        return live
+
+    def request_savepoint(
+        self, trigger_id: str, *, stop: bool = False, target_directory: str | None = None
+    ) -> dict[str, Any] | None:
+        """Ask the running job for a savepoint, unless ``trigger_id`` was asked before: then its answer.
+
+        Raises ``LookupError`` when no run of the job has a fresh heartbeat (nothing would answer).
+        """
+        previous = self.response(trigger_id)
+        if previous is not None:
+            return previous
+        if not self.live_runs():
+            raise LookupError(
+                f"no running job {self.storage.job_name!r} under {self.storage.root_url} (no heartbeat in the "
+                f"last {HEARTBEAT_STALE_SECONDS:.0f} s); start the job first"
+            )
+        self.request(trigger_id, "savepoint", stop=stop, target_directory=target_directory)
+        return None
+
+    def respond(self, trigger_id: str, payload: dict[str, Any]) -> None:
+        self._write(self._path("responses", trigger_id), payload)
+
+    def response(self, trigger_id: str) -> dict[str, Any] | None:
+        return self._read(self._path("responses", trigger_id))
+
+    def write_run_report(self, run_key: str, report: dict[str, Any]) -> None:
+        self._write(self._path("runs", run_key), report)
+
+    def run_report(self, run_key: str) -> dict[str, Any] | None:
+        return self._read(self._path("runs", run_key))

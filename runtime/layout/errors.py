@@ -1,0 +1,20 @@
+"""What goes wrong reading the format: bad input, a damaged snapshot, no valid checkpoint at all."""
+
+from __future__ import annotations
+
+
+class CheckpointFormatError(ValueError):
+    """Input that does not fit the checkpoint format: a bad job name, path or ``_metadata``."""
+
+
+class DamagedCheckpoint(CheckpointFormatError):
+    """A checkpoint folder exists but cannot be restored from; ``reason`` says why."""
+
+    def __init__(self, location: str, reason: str):
+        super().__init__(f"{location}: {reason}")
+        self.location = location
+        self.reason = reason
+
+
+class NoValidCheckpoint(CheckpointFormatError):
+    """Checkpoints exist for a job but none of them is valid."""

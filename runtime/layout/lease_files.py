@@ -1,0 +1,77 @@
+"""``_control/lease/``: the files behind the job lease (one exclusively created file per epoch)."""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from spark_checkpoint_runtime.layout.job_storage import CheckpointStorage
+from spark_checkpoint_runtime.layout.store import create_exclusively, delete_each
+
+# --- _control/lease/: which run may write the job ----------------------------------------------------
+LEASE_DIR = "lease"
+
+
+_LEASE_FILE = re.compile(r"^(\d{12})\.(json|released)$")
+
+
+@dataclass(frozen=True)
+class LeaseListing:
+    """One listing of ``_control/lease/``: epochs granted and epochs their holder let go of."""
+
+    epochs: list[int]
+    released: set[int]
+
+    @property
+    def latest(self) -> int:
+        return self.epochs[-1] if self.epochs else 0
+
+
+class LeaseFiles:
+    """The files behind the job lease: ``_control/lease/<epoch>.json`` per grant, created exclusively.
+
+    Epoch ``N.json`` names the run that holds the job from then on; ``N.released`` says it let go. Whoever
+    creates ``N+1.json`` first holds the job (see ``spark_checkpoint_runtime.lease`` for the rules).
+    """
+
+    def __init__(self, storage: CheckpointStorage):
+        self.fs = storage.fs
+        self.base = posixpath.join(storage.control_path, LEASE_DIR)
+
+    def _path(self, epoch: int, suffix: str) -> str:
+        return posixpath.join(self.base, f"{int(epoch):012d}.{suffix}")
+
+    def listing(self) -> LeaseListing:
+        try:
+            names = [posixpath.basename(n) for n in self.fs.ls(self.base, detail=False)]
+        except FileNotFoundError:
+            names = []
+        epochs, released = set(), set()
+        for name in names:
+            match = _LEASE_FILE.match(name)
+            if match:
+                (epochs if match.group(2) == "json" else released).add(int(match.group(1)))
+        return LeaseListing(sorted(epochs), released)
+
+    def read(self, epoch: int) -> dict[str, Any] | None:
+        try:
+            data = json.loads(self.fs.cat_file(self._path(epoch, "json")))
+        except (FileNotFoundError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def create(self, epoch: int, grant: dict[str, Any]) -> bool:
+        """Claim ``epoch``; False if another run claimed it first."""
+        self.fs.makedirs(self.base, exist_ok=True)
+        return create_exclusively(self.fs, self._path(epoch, "json"), json.dumps(grant, sort_keys=True).encode())
+
+    def release(self, epoch: int) -> None:
+        create_exclusively(self.fs, self._path(epoch, "released"), b"{}")
+
+    def prune(self, below: int) -> None:
+        """Delete grants older than ``below`` (history only: the newest epoch is what counts)."""
+        old = [e for e in self.listing().epochs if e < below]
+        delete_each(self.fs, [self._path(e, suffix) for e in old for suffix in ("json", "released")], recursive=False)

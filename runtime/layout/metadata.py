@@ -1,0 +1,191 @@
+"""``_metadata``: the JSON that makes a folder a completed checkpoint or savepoint, and what it lists."""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import fsspec
+
+from spark_checkpoint_runtime.layout.errors import CheckpointFormatError, DamagedCheckpoint
+from spark_checkpoint_runtime.layout.names import safe_relative_path, validate_job_name
+
+FORMAT_VERSION = 1
+
+
+KINDS = ("checkpoint", "savepoint")
+
+
+# A _metadata file is small (a list of files); anything bigger is not one of ours.
+MAX_METADATA_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One file a snapshot needs.
+
+    ``path`` is where it is stored, relative to the job folder (checkpoints) or the savepoint folder.
+    ``target`` is where it goes in Spark's working checkpoint folder on restore.
+    """
+
+    path: str
+    target: str
+    size: int
+    shared: bool
+
+
+@dataclass
+class CheckpointMetadata:
+    """The content of one ``_metadata`` file (checkpoint or savepoint)."""
+
+    id: int
+    kind: str
+    job_name: str
+    run_id: str
+    batch_id: int
+    trigger_timestamp_ms: int
+    completion_timestamp_ms: int
+    checkpointing_mode: str
+    files: list[FileEntry]
+    state_bytes: int
+    bytes_written: int
+    durations_ms: dict[str, int] = field(default_factory=dict)
+    source_offsets: list[Any] = field(default_factory=list)
+    restored_from: dict[str, Any] | None = None
+    fingerprint: dict[str, Any] = field(default_factory=dict)
+    spark_version: str | None = None
+    format_version: int = FORMAT_VERSION
+
+    @property
+    def total_bytes(self) -> int:
+        """Bytes of every file the snapshot needs."""
+        return sum(f.size for f in self.files)
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["total_bytes"] = self.total_bytes
+        return json.dumps(data, indent=1, sort_keys=True)
+
+    def summary(self) -> dict[str, Any]:
+        """A small JSON-able description (for logs, XCom and listings)."""
+        return {
+            "checkpoint_id": self.id,
+            "kind": self.kind,
+            "job_name": self.job_name,
+            "run_id": self.run_id,
+            "batch_id": self.batch_id,
+            "completion_timestamp_ms": self.completion_timestamp_ms,
+            "duration_ms": self.durations_ms.get("total"),
+            "state_bytes": self.state_bytes,
+            "bytes_written": self.bytes_written,
+            "total_bytes": self.total_bytes,
+            "file_count": len(self.files),
+            "restored_from": self.restored_from,
+        }
+
+    @classmethod
+    def from_json(cls, text: str | bytes, *, location: str) -> CheckpointMetadata:
+        """Parse and check ``_metadata`` text; raise ``DamagedCheckpoint`` saying what is wrong."""
+        try:
+            data = json.loads(text)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise DamagedCheckpoint(location, f"_metadata is not valid JSON (truncated?): {exc}") from None
+        if not isinstance(data, dict):
+            raise DamagedCheckpoint(location, "_metadata is not a JSON object")
+        version = data.get("format_version")
+        if version != FORMAT_VERSION:
+            raise DamagedCheckpoint(
+                location,
+                f"_metadata has format version {version!r}; this runtime reads version {FORMAT_VERSION}",
+            )
+        try:
+            files = [
+                FileEntry(
+                    path=safe_relative_path(f["path"], context=location),
+                    target=safe_relative_path(f["target"], context=location),
+                    size=_non_negative_int(f["size"]),
+                    shared=bool(f["shared"]),
+                )
+                for f in data["files"]
+            ]
+            meta = cls(
+                id=_non_negative_int(data["id"]),
+                kind=str(data["kind"]),
+                job_name=validate_job_name(data["job_name"]),
+                run_id=str(data["run_id"]),
+                batch_id=int(data["batch_id"]),
+                trigger_timestamp_ms=int(data["trigger_timestamp_ms"]),
+                completion_timestamp_ms=int(data["completion_timestamp_ms"]),
+                checkpointing_mode=str(data["checkpointing_mode"]),
+                files=files,
+                state_bytes=_non_negative_int(data["state_bytes"]),
+                bytes_written=_non_negative_int(data["bytes_written"]),
+                durations_ms=dict(data.get("durations_ms") or {}),
+                source_offsets=list(data.get("source_offsets") or []),
+                restored_from=data.get("restored_from"),
+                fingerprint=dict(data.get("fingerprint") or {}),
+                spark_version=data.get("spark_version"),
+            )
+        except CheckpointFormatError as exc:
+            raise DamagedCheckpoint(location, str(exc)) from None
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DamagedCheckpoint(location, f"_metadata is missing or has a bad field: {exc!r}") from None
+        if meta.kind not in KINDS:
+            raise DamagedCheckpoint(location, f"_metadata has unknown kind {meta.kind!r}")
+        return meta
+
+
+def _non_negative_int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"expected a non-negative integer, got {value!r}")
+    return value
+
+
+def now_ms() -> int:
+    """Wall-clock time in milliseconds, the unit of every timestamp in ``_metadata``."""
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True)
+class ValidCheckpoint:
+    """A checkpoint or savepoint that passed validation, with where it lives.
+
+    ``base`` is the folder its file paths are relative to: the job folder for a checkpoint, the savepoint
+    folder itself for a savepoint (which is what makes savepoints relocatable).
+    """
+
+    metadata: CheckpointMetadata
+    path: str  # the checkpoint or savepoint folder, in ``fs``
+    fs: fsspec.AbstractFileSystem
+    base: str
+
+    def file_path(self, entry: FileEntry) -> str:
+        """Where one of the snapshot's files is stored."""
+        return posixpath.join(self.base, safe_relative_path(entry.path, context=self.fs.unstrip_protocol(self.path)))
+
+    @property
+    def url(self) -> str:
+        return self.fs.unstrip_protocol(self.path)
+
+
+def referenced_files(metadatas: Iterable[CheckpointMetadata]) -> set[str]:
+    """Job-relative paths of every shared file the given checkpoints reference."""
+    return {f.path for meta in metadatas for f in meta.files if f.shared}
+
+
+def missing_files(files: list[FileEntry], listing: dict[str, int]) -> str:
+    problems = []
+    for entry in files:
+        size = listing.get(entry.path)
+        if size is None:
+            problems.append(f"missing {entry.path}")
+        elif size != entry.size:
+            problems.append(f"{entry.path} has {size} bytes, expected {entry.size}")
+    if not problems:
+        return ""
+    shown = ", ".join(problems[:3])
+    return shown + (f" and {len(problems) - 3} more" if len(problems) > 3 else "")

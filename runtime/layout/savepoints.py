@@ -1,0 +1,93 @@
+"""Savepoint folders: self-contained and relocatable (every path in ``_metadata`` is relative to the folder)."""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from typing import Any
+
+from spark_checkpoint_runtime.layout.errors import CheckpointFormatError, DamagedCheckpoint
+from spark_checkpoint_runtime.layout.metadata import (
+    MAX_METADATA_BYTES,
+    CheckpointMetadata,
+    ValidCheckpoint,
+    missing_files,
+)
+from spark_checkpoint_runtime.layout.names import METADATA_FILE, relative_to, safe_relative_path
+from spark_checkpoint_runtime.layout.store import discard_folders, open_url, write_metadata_atomically
+
+
+class SavepointFolder:
+    """A self-contained, relocatable savepoint: ``_metadata`` plus every file it lists, relative to it."""
+
+    def __init__(self, url: str, storage_options: dict[str, Any] | None = None):
+        try:
+            self.fs, path = open_url(url, storage_options)
+        except (ValueError, ImportError) as exc:
+            raise CheckpointFormatError(f"savepoint location {url!r} cannot be opened: {exc}") from None
+        self.path = posixpath.normpath(path)
+        if posixpath.basename(self.path) == METADATA_FILE:
+            self.path = posixpath.dirname(self.path)
+
+    @property
+    def url(self) -> str:
+        return self.fs.unstrip_protocol(self.path)
+
+    @classmethod
+    def probe(cls, location: str, storage_options: dict[str, Any] | None = None) -> SavepointFolder | None:
+        """The savepoint at ``location``, or None if ``_metadata`` there is missing or not a savepoint's."""
+        try:
+            folder = cls(location, storage_options)
+        except CheckpointFormatError:
+            return None
+        try:
+            raw = folder.fs.cat_file(posixpath.join(folder.path, METADATA_FILE), start=0, end=MAX_METADATA_BYTES)
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None
+        except Exception as exc:  # unreachable storage or missing credentials: say so, do not guess
+            raise CheckpointFormatError(
+                f"--restore-from {location!r} cannot be read: {type(exc).__name__}: {exc}"
+            ) from None
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            return None
+        return folder if isinstance(data, dict) and data.get("kind") == "savepoint" else None
+
+    def file_path(self, relative: str) -> str:
+        return posixpath.join(self.path, safe_relative_path(relative, context=self.url))
+
+    def exists(self) -> bool:
+        return self.fs.exists(posixpath.join(self.path, METADATA_FILE))
+
+    def read_metadata(self) -> CheckpointMetadata:
+        raw = self.fs.cat_file(posixpath.join(self.path, METADATA_FILE))
+        meta = CheckpointMetadata.from_json(raw, location=self.url)
+        if meta.kind != "savepoint":
+            raise DamagedCheckpoint(self.url, f"_metadata says {meta.kind}, not savepoint")
+        return meta
+
+    def validate(self) -> ValidCheckpoint:
+        """Metadata of a savepoint whose files all exist with the recorded sizes; raise otherwise."""
+        try:
+            meta = self.read_metadata()
+        except FileNotFoundError:
+            raise CheckpointFormatError(f"{self.url} is not a savepoint: no _metadata") from None
+        except DamagedCheckpoint as exc:
+            raise CheckpointFormatError(f"savepoint {self.url} cannot be used: {exc.reason}") from None
+        found = {
+            relative_to(path, self.path): int(info.get("size") or 0)
+            for path, info in self.fs.find(self.path, detail=True).items()
+            if info.get("type") != "directory"
+        }
+        problems = missing_files(meta.files, found)
+        if problems:
+            raise CheckpointFormatError(f"savepoint {self.url} cannot be used: {problems}")
+        return ValidCheckpoint(meta, self.path, self.fs, self.path)
+
+    def write_metadata(self, meta: CheckpointMetadata) -> str:
+        return write_metadata_atomically(self.fs, self.path, meta)
+
+    def discard(self) -> None:
+        """Delete the savepoint, ``_metadata`` first."""
+        discard_folders(self.fs, [self.path])
