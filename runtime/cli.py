@@ -24,6 +24,7 @@ from spark_checkpoint_runtime.errors import (
     EXIT_JOB_FAILED,
     EXIT_JOB_HELD,
     EXIT_OK,
+    ExistingOutput,
     JobFailed,
     JobHeld,
     PipelineError,
@@ -56,9 +57,17 @@ def main(argv: list[str] | None = None, spark=None) -> int:
     log.info("options: %s", json.dumps(redacted(options), sort_keys=True))
     from spark_checkpoint_runtime.streaming_job import StreamingJob  # imports pyspark: only once options are valid
 
+    job = StreamingJob(options, spark)
+    code = _outcome(job, options)
+    job.graceful.finished(code)  # a JVM shutdown hook waiting for the stop ends the process with this status
+    return code
+
+
+def _outcome(job, options) -> int:
+    """Run the job; the exit status, with a one-line reason on stderr when it is not 0."""
     try:
-        result = StreamingJob(options, spark).run()
-    except (NoValidCheckpoint, IncompatibleRestore) as exc:
+        result = job.run()
+    except (NoValidCheckpoint, IncompatibleRestore, ExistingOutput) as exc:
         return _fail(EXIT_CANNOT_RESTORE, str(exc))
     except JobHeld as exc:
         return _fail(EXIT_JOB_HELD, str(exc))

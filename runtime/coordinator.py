@@ -25,7 +25,14 @@ from typing import Any
 from spark_checkpoint_runtime import faults
 from spark_checkpoint_runtime.durations import format_bytes, format_duration
 from spark_checkpoint_runtime.errors import LeaseLost
-from spark_checkpoint_runtime.layout import CheckpointMetadata, CheckpointStorage, SavepointFolder, now_ms
+from spark_checkpoint_runtime.layout import (
+    CheckpointMetadata,
+    CheckpointStorage,
+    Lineage,
+    SavepointFolder,
+    StagedOutput,
+    now_ms,
+)
 from spark_checkpoint_runtime.lease import UNFENCED, Fence
 from spark_checkpoint_runtime.retention import subsume
 from spark_checkpoint_runtime.snapshot import Capture, StoredFiles, Upload, capture, upload, upload_savepoint
@@ -124,9 +131,11 @@ class CheckpointCoordinator:
     """Takes numbered checkpoints of one run's working folder into the checkpoint root.
 
     ``on_completed`` is called with each completed checkpoint's metadata before retention runs (this is
-    where two-phase sinks publish); an exception there fails the job. ``fence`` (the run's ``JobLease``) is
-    asked before every durable write and raises ``LeaseLost`` once another run holds the job; that fails the
-    job at once (it is not a checkpoint failure to tolerate).
+    where two-phase sinks publish); an exception there fails the job. Every snapshot records its history
+    (``history``, the restored snapshot's, extended by this run's ids) and the staged output it publishes
+    (``staged_for(checkpoint_id, batch_id)``), both written into ``_metadata`` before anything is published.
+    ``fence`` (the run's ``JobLease``) is asked before every durable write and raises ``LeaseLost`` once
+    another run holds the job; that fails the job at once (it is not a checkpoint failure to tolerate).
     """
 
     def __init__(
@@ -142,6 +151,8 @@ class CheckpointCoordinator:
         restored_from: dict[str, Any] | None,
         spark_version: str | None,
         on_completed: Callable[[CheckpointMetadata], None],
+        history: Lineage = Lineage(),
+        staged_for: Callable[[int, int], StagedOutput | None] = lambda checkpoint_id, batch_id: None,
         fence: Fence = UNFENCED,
         clock: Callable[[], float] = time.monotonic,
     ):
@@ -154,6 +165,9 @@ class CheckpointCoordinator:
         self.restored_from = restored_from
         self.spark_version = spark_version
         self.on_completed = on_completed
+        self.history = history
+        self.staged_for = staged_for
+        self.first_id = next_id  # this run's snapshots extend the restored history from here
         self.fence = fence
         self.clock = clock
         self.decider = RequestDecider(config.interval, config.min_pause)
@@ -386,9 +400,21 @@ class CheckpointCoordinator:
 
     def _retain(self, completed_id: int) -> None:
         """Subsume older checkpoints. A failed delete is not a failed checkpoint: what it left is garbage
-        (``_metadata`` goes first), and the next retention deletes it."""
+        (``_metadata`` goes first), and the next retention deletes it.
+
+        Retention's listing also shows whether a shared file this run reuses went missing (deleted behind
+        the job's back): then the checkpoint just completed is damaged, and the next one stores the file
+        again instead of referencing it.
+        """
         try:
-            subsume(self.storage, self.config.num_retained, completed_id)
+            plan = subsume(self.storage, self.config.num_retained, completed_id)
+            if completed_id in plan.damaged:
+                log.error(
+                    "chk-%d lists shared files that are gone (%s); the next checkpoint stores them again",
+                    completed_id,
+                    plan.damaged[completed_id],
+                )
+                self.stored.forget(plan.missing)
         except Exception as exc:
             log.warning(
                 "retention after checkpoint %d failed (%s: %s); leftovers go at the next one",
@@ -408,6 +434,7 @@ class CheckpointCoordinator:
 
     def _metadata(self, pending: PendingCheckpoint, result: Upload) -> CheckpointMetadata:
         completion = now_ms()
+        staged = self.staged_for(pending.id, pending.batch_id)
         total_ms = int((self.clock() - pending.started) * 1000)
         return CheckpointMetadata(
             id=pending.id,
@@ -426,6 +453,8 @@ class CheckpointCoordinator:
             restored_from=self.restored_from,
             fingerprint={**self.fingerprint, "pinned_confs": pending.capture.pinned_confs},
             spark_version=self.spark_version,
+            lineage=self.history.with_range(self.first_id, pending.id).to_json(),
+            staged_output=staged.to_json() if staged is not None else None,
         )
 
     def _discard(self, pending: PendingCheckpoint) -> None:

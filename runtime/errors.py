@@ -23,3 +23,7 @@ class JobHeld(RuntimeError):
 
 class LeaseLost(JobFailed):
     """This run's lease was taken over (it was silent past the timeout); it must stop without writing."""
+
+
+class ExistingOutput(RuntimeError):
+    """A fresh start into a sink that already holds published output, without saying what to do with it (exit 3)."""

@@ -20,6 +20,8 @@ OUTPUT_MODES = ("append", "update", "complete")
 CHECKPOINTING_MODES = ("exactly-once", "at-least-once")
 EXTERNALIZED_RETENTION = ("retain-on-cancellation", "delete-on-cancellation", "no-externalized")
 CLAIM_MODES = ("no-claim", "claim")
+# A fresh start into a sink that already holds published output: refuse, set it aside, or keep it.
+EXISTING_OUTPUT = ("fail", "move-aside", "keep")
 MAX_SPEC_BYTES = 1024 * 1024
 MAX_SPEC_DEPTH = 8
 
@@ -56,6 +58,8 @@ class JobOptions:
     working_dir: str | None = None
     run_key: str | None = None
     claim_mode: str = "no-claim"
+    existing_output: str = "fail"
+    stop_timeout: float = 60.0
     allow_non_restored_state: bool = False
     lease_timeout: float = 30.0
     conf: dict[str, str] = field(default_factory=dict)
@@ -69,6 +73,7 @@ _DURATIONS = {
     "checkpoint_timeout",
     "min_pause",
     "lease_timeout",
+    "stop_timeout",
 }
 _CHOICES = {
     "trigger": TRIGGERS,
@@ -76,6 +81,7 @@ _CHOICES = {
     "checkpointing_mode": CHECKPOINTING_MODES,
     "externalized_retention": EXTERNALIZED_RETENTION,
     "claim_mode": CLAIM_MODES,
+    "existing_output": EXISTING_OUTPUT,
 }
 _KEYS = {f.name for f in fields(JobOptions)}
 
@@ -111,6 +117,11 @@ def build_parser() -> argparse.ArgumentParser:
         "once the first checkpoint after the restore completes",
     )
     add(
+        "--existing-output",
+        help="a fresh start into a sink that already holds published output: fail (default), move-aside "
+        "(set it aside under _rolled_back/), or keep (the new run continues after it)",
+    )
+    add(
         "--allow-non-restored-state",
         action="store_const",
         const=True,
@@ -120,6 +131,11 @@ def build_parser() -> argparse.ArgumentParser:
     add(
         "--lease-timeout",
         help="a run holding the job that is silent this long (killed, paused) is taken over (default 30s)",
+    )
+    add(
+        "--stop-timeout",
+        help="a stop (SIGTERM, SIGINT, stop request) not finished this long after it was asked ends the run "
+        "with exit 1, publishing nothing past the last checkpoint (default 60s)",
     )
     add("--run-key", help="caller-chosen key: the run's result goes to _control/runs/KEY.json; stop requests name it")
     add("--conf", action="append", metavar="KEY=VALUE", help="Spark conf for the session (repeatable)")

@@ -68,6 +68,20 @@ def resolve_restore_point(storage: CheckpointStorage, restore_from: str) -> Rest
     return RestorePoint(found)
 
 
+def starts_new_branch(storage: CheckpointStorage, point: RestorePoint) -> bool:
+    """Does restoring ``point`` leave a history behind (a rewind)?
+
+    It does for every savepoint, and for a checkpoint when a newer one of the job has a ``_metadata``
+    (valid or not: a damaged one could be readable again tomorrow). Such a run first writes a checkpoint of
+    its own above every id in sight, so that "latest" follows the new history from then on, before any output
+    of the old one is set aside.
+    """
+    if point.metadata.kind == "savepoint":
+        return True
+    newest = storage.newest_metadata_id()
+    return newest is not None and newest > point.metadata.id
+
+
 def check_compatible(
     point: RestorePoint, fingerprint: dict[str, Any], spark: Any, *, allow_non_restored_state: bool = False
 ) -> int | None:

@@ -9,7 +9,7 @@ garbage that later retention removes, never a checkpoint that claims files it no
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from spark_checkpoint_runtime import faults
 from spark_checkpoint_runtime.layout import (
@@ -20,6 +20,7 @@ from spark_checkpoint_runtime.layout import (
     CheckpointStorage,
     DamagedCheckpoint,
     checkpoint_dir_name,
+    missing_files,
     parse_checkpoint_dir_name,
     referenced_files,
 )
@@ -29,52 +30,91 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class RetentionPlan:
-    """What the runtime's subsume step keeps and deletes. Paths are job-relative."""
+    """What the runtime's subsume step keeps and deletes. Paths are job-relative.
+
+    ``damaged`` names checkpoints whose ``_metadata`` parses but which list a file that is not there (and
+    why); ``missing`` holds those files' paths, so the next checkpoint can store them again.
+    """
 
     keep: list[int]
     delete_checkpoints: list[int]
     delete_shared: list[str]
+    damaged: dict[int, str] = field(default_factory=dict)
+    missing: set[str] = field(default_factory=set)
 
 
 def plan_retention(
     checkpoints: dict[int, CheckpointMetadata | None],
-    shared_files: dict[str, int],
+    listing: dict[str, int],
     num_retained: int,
     *,
     older_than: int,
 ) -> RetentionPlan:
-    """Keep the ``num_retained`` newest completed checkpoints.
+    """Keep the ``num_retained`` newest *valid* checkpoints: ``_metadata`` parses and every file it lists is there.
 
     ``checkpoints`` maps every ``chk-<N>`` id to its parsed metadata, or None when it has no readable
-    ``_metadata``. Only folders with an id below ``older_than`` may be deleted: anything at or above it
-    may be a checkpoint in progress.
+    ``_metadata``; ``listing`` is one listing of the job folder (job-relative path to size), which is all
+    validity needs. Only folders with an id below ``older_than`` may be deleted: anything at or above it may
+    be a checkpoint in progress. The newest valid checkpoint is never deleted; with none valid, nothing is.
+    A damaged checkpoint newer than the newest valid one stays (a person may want to look) until a newer
+    valid one exists. No shared file that a remaining ``_metadata`` lists is deleted.
     """
     if num_retained < 1:
         raise ValueError("num_retained must be at least 1")
-    completed = sorted((i for i, m in checkpoints.items() if m is not None), reverse=True)
-    keep = sorted(completed[:num_retained])
-    delete = sorted(i for i in checkpoints if i not in keep and i < older_than)
-    still_needed = referenced_files(checkpoints[i] for i in keep)
-    # Checkpoints newer than `older_than` may be in progress: their shared files stay too.
-    still_needed |= referenced_files(m for i, m in checkpoints.items() if m is not None and i >= older_than)
+    damaged: dict[int, str] = {}
+    missing: set[str] = set()
+    valid: list[int] = []
+    for checkpoint_id in sorted(checkpoints, reverse=True):
+        meta = checkpoints[checkpoint_id]
+        if meta is None:
+            continue
+        problems = missing_files(meta.files, listing)
+        if problems:
+            damaged[checkpoint_id] = problems
+            missing |= {f.path for f in meta.files if listing.get(f.path) != f.size}
+        else:
+            valid.append(checkpoint_id)
+    keep = sorted(valid[:num_retained])
+    if not keep:
+        return RetentionPlan([], [], [], damaged, missing)
+    newest_valid = keep[-1]
+
+    def deletable(checkpoint_id: int) -> bool:
+        if checkpoint_id in keep or checkpoint_id >= older_than:
+            return False
+        return checkpoint_id < newest_valid or checkpoints[checkpoint_id] is None
+
+    delete = sorted(i for i in checkpoints if deletable(i))
+    # Every _metadata that stays (kept, damaged-but-newer, possibly in progress) keeps its shared files.
+    still_needed = referenced_files(m for i, m in checkpoints.items() if m is not None and i not in delete)
     unreadable_newer = [i for i, m in checkpoints.items() if m is None and i >= older_than]
-    delete_shared = [] if unreadable_newer else sorted(p for p in shared_files if p not in still_needed)
-    return RetentionPlan(keep, delete, delete_shared)
+    shared = (path for path in listing if path.startswith(f"{SHARED_DIR}/"))
+    delete_shared = [] if unreadable_newer else sorted(p for p in shared if p not in still_needed)
+    return RetentionPlan(keep, delete, delete_shared, damaged, missing)
 
 
 def subsume(storage: CheckpointStorage, num_retained: int, completed_id: int) -> RetentionPlan:
-    """After checkpoint ``completed_id`` completes: drop older checkpoints beyond ``num_retained``.
+    """After checkpoint ``completed_id`` completes: drop older checkpoints beyond ``num_retained`` valid ones.
 
-    Runs between checkpoints (no upload in flight), so any shared file not referenced by a retained
-    checkpoint is garbage, including leftovers of checkpoints that failed or were cut off by a crash.
+    Runs between checkpoints (no upload in flight), so any shared file no remaining checkpoint references is
+    garbage, including leftovers of checkpoints that failed or were cut off by a crash. One listing of the
+    job folder serves both the validity check and the garbage search.
     """
+    listing = storage.job_files()
     checkpoints: dict[int, CheckpointMetadata | None] = {}
     for checkpoint_id in storage.checkpoint_ids():
+        if f"{checkpoint_dir_name(checkpoint_id)}/{METADATA_FILE}" not in listing:
+            checkpoints[checkpoint_id] = None
+            continue
         try:
             checkpoints[checkpoint_id] = storage.read_checkpoint(checkpoint_id)
         except DamagedCheckpoint:
             checkpoints[checkpoint_id] = None
-    plan = plan_retention(checkpoints, storage.shared_files(), num_retained, older_than=completed_id + 1)
+    plan = plan_retention(checkpoints, listing, num_retained, older_than=completed_id + 1)
+    for checkpoint_id, reason in sorted(plan.damaged.items()):
+        log.warning("chk-%d is damaged (%s); retention does not count it", checkpoint_id, reason)
+    if not plan.keep:
+        log.error("%s has no valid checkpoint; retention deletes nothing", storage.location)
     apply_plan(storage, plan)
     return plan
 
@@ -190,18 +230,28 @@ def plan_job_retention(
         elif _untouched_for(files, orphan_grace, now):
             orphan_folders.append(checkpoint_id)
     # Only the kept checkpoints' _metadata is read (their shared files must stay): newest first until
-    # num_retained parse. Every older checkpoint goes, readable or not, so 10,000 of them cost no reads.
+    # num_retained are valid (files judged from the listing above). Every older checkpoint goes, readable or
+    # not, so 10,000 of them cost no reads.
+    everything = {path: size for files in by_folder.values() for path, (size, _) in files.items()}
     completed: dict[int, CheckpointMetadata] = {}
+    staying_damaged: list[CheckpointMetadata] = []  # damaged, yet not deleted: what they list stays too
     delete: list[int] = []
     for checkpoint_id in sorted(with_metadata, reverse=True):
         if len(completed) >= num_retained:
             delete.append(checkpoint_id)
             continue
         try:
-            completed[checkpoint_id] = storage.read_checkpoint(checkpoint_id)
+            meta: CheckpointMetadata | None = storage.read_checkpoint(checkpoint_id)
         except DamagedCheckpoint:
-            if _untouched_for(by_folder[checkpoint_dir_name(checkpoint_id)], orphan_grace, now):
-                orphan_folders.append(checkpoint_id)
+            meta = None
+        if meta is not None and not missing_files(meta.files, everything):
+            completed[checkpoint_id] = meta
+        elif completed:
+            delete.append(checkpoint_id)  # damaged, and a newer valid checkpoint is kept
+        elif _untouched_for(by_folder[checkpoint_dir_name(checkpoint_id)], orphan_grace, now):
+            orphan_folders.append(checkpoint_id)
+        elif meta is not None:
+            staying_damaged.append(meta)
     keep = sorted(completed)
     delete.sort()
     orphan_folders.sort()
@@ -228,7 +278,7 @@ def plan_job_retention(
             drop_savepoints.append(name)
     kept_savepoints = [name for name, _ in savepoints if name not in drop_savepoints]
 
-    referenced = referenced_files(completed[i] for i in keep)
+    referenced = referenced_files([*completed.values(), *staying_damaged])
     shared = by_folder.get(SHARED_DIR, {})
     delete_shared = sorted(
         path
@@ -249,8 +299,23 @@ def _untouched_for(files: dict[str, tuple[int, float | None]], grace: float, now
 
 
 def apply_job_retention(storage: CheckpointStorage, plan: JobRetentionPlan) -> None:
-    """Carry out a ``JobRetentionPlan``: metadata-first deletes, then files nothing references."""
-    storage.discard_checkpoints(plan.delete_checkpoints + plan.delete_orphan_folders)
+    """Carry out a ``JobRetentionPlan``: metadata-first deletes, then files nothing references.
+
+    A checkpoint that completed after the plan was made (a running job) may reference a shared file the plan
+    judged an orphan (a restored file keeps its old modification time): every ``_metadata`` the plan did not
+    read is read now, and what it lists is kept.
+    """
+    deleted = set(plan.delete_checkpoints + plan.delete_orphan_folders)
+    storage.discard_checkpoints(sorted(deleted))
     for name in plan.delete_savepoints:
         storage.discard_savepoint(name)
-    storage.delete_job_files(plan.delete_shared)
+    newer = []
+    for checkpoint_id in storage.checkpoint_ids():
+        if checkpoint_id in deleted or checkpoint_id in plan.kept_checkpoints:
+            continue
+        try:
+            newer.append(storage.read_checkpoint(checkpoint_id))
+        except DamagedCheckpoint:
+            continue  # no _metadata yet: its shared files are new, so younger than the orphan grace
+    still_listed = referenced_files(newer)
+    storage.delete_job_files([path for path in plan.delete_shared if path not in still_listed])

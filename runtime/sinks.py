@@ -2,26 +2,34 @@
 
 A sink has three methods (a user's ``module:Class`` sink needs the same three):
 
-- ``write(batch_id, df)`` stages the batch's output (called for every batch, on the driver);
-- ``commit(batch_id, checkpoint_id)`` publishes every staged batch up to ``batch_id``;
-- ``abort(after_batch_id, checkpoint_id)`` on restore: discards staged output of batches after
-  ``after_batch_id`` (they are recomputed). ``checkpoint_id`` is the restored checkpoint, or None for a
-  fresh start.
+- ``write(batch_id, df, run_id)`` stages the batch's output as run ``run_id``'s (called for every batch, on
+  the driver). Staged output belongs to the run that wrote it: a zombie run's late writes never mix with
+  the live run's.
+- ``commit(staged)`` publishes exactly the batches a ``StagedOutput`` names (staged by ``staged.run_id``),
+  tagged with ``staged.checkpoint_id``. It must be idempotent: a commit cut short by a crash is repeated.
+- ``recover(staged, lineage)`` on restore: publishes ``staged`` (what the restored snapshot names, or None),
+  aborts every other staged batch of any run, and sets aside published output whose checkpoint id is not
+  in ``lineage`` (the restored history): the replay recomputes it. Output set aside earlier whose id is in
+  ``lineage`` is published again (a rewind to a branch abandoned before).
 
-With ``exactly-once`` the job calls ``commit`` only when a checkpoint covering the batch completes; with
+Optional: ``highest_published_id()``, the largest checkpoint id in published output, so the next checkpoint
+id is above it (ids then never repeat in one sink, whichever job or savepoint wrote it).
+
+With ``exactly-once`` the job commits when a checkpoint that names the batch completes; with
 ``at-least-once`` right after ``write``.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import logging
 import posixpath
 import re
 from typing import Any, Protocol, runtime_checkable
 
 from spark_checkpoint_runtime import faults
-from spark_checkpoint_runtime.layout import open_url
+from spark_checkpoint_runtime.layout import Lineage, StagedOutput, open_url, validate_key
 
 log = logging.getLogger(__name__)
 
@@ -29,27 +37,35 @@ STAGING_DIR = "_staging"
 ROLLED_BACK_DIR = "_rolled_back"
 _STAGED_BATCH = re.compile(r"^batch-(\d+)$")
 _PUBLISHED = re.compile(r"^c(\d+)-b(\d+)-")
+SINK_METHODS = ("write", "commit", "recover")
 
 
 @runtime_checkable
 class Sink(Protocol):
     """What the job calls on a sink; see the module docstring for the contract."""
 
-    def write(self, batch_id: int, df: Any) -> None: ...
+    def write(self, batch_id: int, df: Any, run_id: str) -> None: ...
 
-    def commit(self, batch_id: int, checkpoint_id: int) -> None: ...
+    def commit(self, staged: StagedOutput) -> None: ...
 
-    def abort(self, after_batch_id: int, checkpoint_id: int | None) -> None: ...
+    def recover(self, staged: StagedOutput | None, lineage: Lineage) -> None: ...
+
+
+def highest_published_id(sink: Sink) -> int:
+    """The largest checkpoint id in the sink's published output (0 if it cannot tell or has none)."""
+    method = getattr(sink, "highest_published_id", None)
+    return int(method()) if callable(method) else 0
 
 
 class ParquetSink:
     """Two-phase Parquet output under ``path``, readable by ``spark.read.parquet`` and pyarrow.
 
-    Batches are staged under ``path/_staging/batch-<N>/`` (hidden from readers: names starting with ``_``).
-    Commit moves each staged file to ``path/c<checkpoint>-b<batch>-<file>``; a move is atomic per file, and
-    a commit cut short by a crash is finished on restore. A restore from checkpoint K also moves files
-    published after K (``c<id>`` > K) to ``path/_rolled_back/``: they are recomputed by the replay, so
-    keeping them would count rows twice. Nothing is deleted.
+    Batches are staged under ``path/_staging/<run>/batch-<N>/`` (hidden from readers: names starting with
+    ``_``). Commit moves each staged file to ``path/c<checkpoint>-b<batch>-<file>``; a move is atomic per file,
+    and a commit cut short by a crash is finished on restore. Recovery moves published files whose
+    checkpoint id is outside the restored history to ``path/_rolled_back/restore-<id>/``: the replay
+    recomputes them, so keeping them would count rows twice; files set aside earlier whose id is in the restored
+    history move back. Nothing is deleted but aborted staging.
     """
 
     def __init__(self, path: str, storage_options: dict[str, Any] | None = None):
@@ -58,71 +74,110 @@ class ParquetSink:
         self.path = self.path.rstrip("/")
         self.staging = posixpath.join(self.path, STAGING_DIR)
 
-    def _staged_batch_path(self, batch_id: int) -> str:
-        return posixpath.join(self.staging, f"batch-{batch_id}")
+    def _staged_batch_path(self, run_id: str, batch_id: int) -> str:
+        return posixpath.join(self.staging, validate_key(run_id, "run id"), f"batch-{int(batch_id)}")
 
-    def write(self, batch_id: int, df: Any) -> None:
-        df.write.mode("overwrite").parquet(self.fs.unstrip_protocol(self._staged_batch_path(batch_id)))
+    def write(self, batch_id: int, df: Any, run_id: str) -> None:
+        df.write.mode("overwrite").parquet(self.fs.unstrip_protocol(self._staged_batch_path(run_id, batch_id)))
 
-    def staged_batches(self) -> list[int]:
-        try:
-            names = self.fs.ls(self.staging, detail=False)
-        except FileNotFoundError:
-            return []
-        found = (_STAGED_BATCH.match(posixpath.basename(n.rstrip("/"))) for n in names)
-        return sorted(int(m.group(1)) for m in found if m)
+    def staged_batches(self) -> dict[str, list[int]]:
+        """Every staged batch, by the run that staged it."""
+        found: dict[str, list[int]] = {}
+        for run_folder in self._ls(self.staging):
+            batches = (_STAGED_BATCH.match(posixpath.basename(n.rstrip("/"))) for n in self._ls(run_folder))
+            found[posixpath.basename(run_folder.rstrip("/"))] = sorted(int(m.group(1)) for m in batches if m)
+        return found
 
-    def commit(self, batch_id: int, checkpoint_id: int) -> None:
-        for staged in self.staged_batches():
-            if staged > batch_id:
-                continue
-            folder = self._staged_batch_path(staged)
-            for source in self.fs.find(folder):
+    def commit(self, staged: StagedOutput) -> None:
+        for batch_id in staged.batches:
+            folder = self._staged_batch_path(staged.run_id, batch_id)
+            try:
+                sources = self.fs.find(folder)
+            except FileNotFoundError:
+                continue  # published already (this commit is being repeated)
+            for source in sources:
                 name = posixpath.basename(source)
                 if not name.startswith("part-"):
                     continue
-                self.fs.mv(source, posixpath.join(self.path, f"c{checkpoint_id}-b{staged}-{name}"))
+                self.fs.mv(source, posixpath.join(self.path, f"c{staged.checkpoint_id}-b{batch_id}-{name}"))
                 faults.reach("sink-commit")
-            self.fs.rm(folder, recursive=True)
+            self._rm(folder)
 
-    def abort(self, after_batch_id: int, checkpoint_id: int | None) -> None:
-        for staged in self.staged_batches():
-            if staged > after_batch_id:
-                log.info("aborting staged output of batch %d (after restored batch %d)", staged, after_batch_id)
-                self.fs.rm(self._staged_batch_path(staged), recursive=True)
-        if checkpoint_id is None:
-            return
-        rolled_back = posixpath.join(self.path, ROLLED_BACK_DIR, f"after-chk-{checkpoint_id}")
+    def recover(self, staged: StagedOutput | None, lineage: Lineage) -> None:
+        if staged is not None:
+            self.commit(staged)
+        for run_id, batches in self.staged_batches().items():
+            for batch_id in batches:
+                log.info("aborting staged output of batch %d (run %s): no restored snapshot names it", batch_id, run_id)
+        self._rm(self.staging)  # everything still staged, whatever its shape, is aborted
+        rolled_back = posixpath.join(self.path, ROLLED_BACK_DIR, f"restore-{lineage.highest}")
         for published in self._published():
             match = _PUBLISHED.match(posixpath.basename(published))
-            if match and int(match.group(1)) > checkpoint_id:
+            if match and not lineage.contains(int(match.group(1))):
                 log.warning(
-                    "moving %s to %s: it was published after checkpoint %d, which this run restores from",
+                    "moving %s to %s: checkpoint %s is not in the restored history (%s)",
                     posixpath.basename(published),
                     rolled_back,
-                    checkpoint_id,
+                    match.group(1),
+                    lineage.describe(),
                 )
                 self.fs.makedirs(rolled_back, exist_ok=True)
                 self.fs.mv(published, posixpath.join(rolled_back, posixpath.basename(published)))
+                faults.reach("rollback")
+        # Output an earlier restore set aside comes back when the restored history is the one it belongs to
+        # (a rewind to a checkpoint of a branch that was abandoned before). Ids never repeat in one sink, so
+        # its names cannot clash with what is published.
+        for aside in self._set_aside():
+            match = _PUBLISHED.match(posixpath.basename(aside))
+            if match and lineage.contains(int(match.group(1))):
+                log.warning(
+                    "moving %s back from %s: checkpoint %s is in the restored history (%s)",
+                    posixpath.basename(aside),
+                    posixpath.dirname(aside),
+                    match.group(1),
+                    lineage.describe(),
+                )
+                self.fs.mv(aside, posixpath.join(self.path, posixpath.basename(aside)))
+                faults.reach("rollback")
+
+    def highest_published_id(self) -> int:
+        ids = (_PUBLISHED.match(posixpath.basename(p)) for p in self._published())
+        return max((int(m.group(1)) for m in ids if m), default=0)
 
     def _published(self) -> list[str]:
+        return [p for p in self._ls(self.path) if _PUBLISHED.match(posixpath.basename(p))]
+
+    def _set_aside(self) -> list[str]:
         try:
-            return [p for p in self.fs.ls(self.path, detail=False) if _PUBLISHED.match(posixpath.basename(p))]
+            found = self.fs.find(posixpath.join(self.path, ROLLED_BACK_DIR))
         except FileNotFoundError:
             return []
+        return [p for p in found if _PUBLISHED.match(posixpath.basename(p))]
+
+    def _ls(self, folder: str) -> list[str]:
+        try:
+            return self.fs.ls(folder, detail=False)
+        except FileNotFoundError:
+            return []
+
+    def _rm(self, folder: str) -> None:
+        try:
+            self.fs.rm(folder, recursive=True)
+        except FileNotFoundError:
+            pass
 
 
 class ConsoleSink:
     """Prints each batch (at-least-once by nature: printed rows cannot be taken back)."""
 
-    def write(self, batch_id: int, df: Any) -> None:
+    def write(self, batch_id: int, df: Any, run_id: str) -> None:
         print(f"-------- batch {batch_id} --------", flush=True)
         df.show(truncate=False)
 
-    def commit(self, batch_id: int, checkpoint_id: int) -> None:
+    def commit(self, staged: StagedOutput) -> None:
         """Nothing to publish: rows were printed when written."""
 
-    def abort(self, after_batch_id: int, checkpoint_id: int | None) -> None:
+    def recover(self, staged: StagedOutput | None, lineage: Lineage) -> None:
         """Nothing staged: rows were printed when written."""
 
 
@@ -141,8 +196,13 @@ def load_sink(spec: str, storage_options: dict[str, Any] | None = None) -> Sink:
         cls = getattr(importlib.import_module(module_name), class_name)
     except (ImportError, AttributeError) as exc:
         raise SinkError(f"--sink {spec!r} cannot be loaded: {exc}") from None
-    sink = cls()
-    missing = [m for m in ("write", "commit", "abort") if not callable(getattr(sink, m, None))]
+    # A sink that takes storage options gets the job's (credentials for the same store, never on a command line).
+    accepts_options = "storage_options" in inspect.signature(cls).parameters
+    sink = cls(storage_options=dict(storage_options or {})) if accepts_options else cls()
+    missing = [m for m in SINK_METHODS if not callable(getattr(sink, m, None))]
     if missing:
-        raise SinkError(f"--sink {spec!r}: {class_name} lacks {', '.join(missing)}; a sink needs write, commit, abort")
+        raise SinkError(
+            f"--sink {spec!r}: {class_name} lacks {', '.join(missing)}; a sink needs {', '.join(SINK_METHODS)} "
+            "(see the README's 'Sinks' section)"
+        )
     return sink

@@ -45,6 +45,10 @@ class StoredFiles:
     def replace(self, entries: list[FileEntry]) -> None:
         self._by_target = {e.target: e for e in entries if e.shared}
 
+    def forget(self, paths: set[str]) -> None:
+        """Stop offering entries stored at ``paths`` (gone from storage): the next checkpoint uploads them."""
+        self._by_target = {t: e for t, e in self._by_target.items() if e.path not in paths}
+
     def get(self, target: str, size: int) -> FileEntry | None:
         entry = self._by_target.get(target)
         return entry if entry is not None and entry.size == size else None

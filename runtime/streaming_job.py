@@ -3,9 +3,12 @@
 The order matters and is the promise to users:
 
 1. resolve the restore point and check compatibility (reads only: bad input leaves the root untouched);
-2. build a fresh working folder from the snapshot, finish or abort staged sink output around it;
-3. run the query; the coordinator checkpoints at batch boundaries; sinks publish per the mode;
-4. on finish or stop request: stop between batches, take a final checkpoint, commit, apply the
+2. build a fresh working folder from the snapshot; a rewind (an older checkpoint, a savepoint) first
+   writes a checkpoint of its own above every id in sight, so "latest" follows the new history;
+3. recover the sink: publish what the restored snapshot names, abort other staged output, set aside
+   published output outside the restored history;
+4. run the query; the coordinator checkpoints at batch boundaries; sinks publish per the mode;
+5. on finish or stop request: stop between batches, take a final checkpoint, commit, apply the
    externalized-retention policy.
 """
 
@@ -13,7 +16,6 @@ from __future__ import annotations
 
 import importlib
 import logging
-import signal
 import threading
 import time
 import uuid
@@ -23,7 +25,7 @@ from typing import Any
 
 from spark_checkpoint_runtime import faults
 from spark_checkpoint_runtime.coordinator import CheckpointConfig, CheckpointCoordinator
-from spark_checkpoint_runtime.errors import JobFailed, PipelineError
+from spark_checkpoint_runtime.errors import ExistingOutput, JobFailed, PipelineError
 from spark_checkpoint_runtime.fingerprint import plan_fingerprint
 from spark_checkpoint_runtime.layout import (
     CheckpointFormatError,
@@ -31,16 +33,24 @@ from spark_checkpoint_runtime.layout import (
     CheckpointStorage,
     ControlChannel,
     ControlRequest,
+    Lineage,
     SavepointFolder,
+    StagedOutput,
     now_ms,
 )
 from spark_checkpoint_runtime.lease import JobLease
 from spark_checkpoint_runtime.options import JobOptions
-from spark_checkpoint_runtime.restore import RestorePoint, check_compatible, resolve_restore_point
+from spark_checkpoint_runtime.restore import (
+    RestorePoint,
+    check_compatible,
+    resolve_restore_point,
+    starts_new_branch,
+)
 from spark_checkpoint_runtime.retention import apply_externalized_retention
-from spark_checkpoint_runtime.sinks import Sink, load_sink
+from spark_checkpoint_runtime.sinks import Sink, highest_published_id, load_sink
 from spark_checkpoint_runtime.snapshot import StoredFiles, materialize
 from spark_checkpoint_runtime.state_files import UnsupportedStateStore
+from spark_checkpoint_runtime.stopping import GracefulStop
 from spark_checkpoint_runtime.working_copy import WorkingCopy
 
 log = logging.getLogger(__name__)
@@ -169,6 +179,12 @@ class StreamingJob:
         self.savepoint: CheckpointMetadata | None = None
         self.savepoint_url: str | None = None
         self.run_id = f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
+        # Batches this run staged that no completed snapshot has published yet, and (during a rewind) the
+        # restored snapshot's staged output that the rewind checkpoint carries over.
+        self._staged: set[int] = set()
+        self._carried: StagedOutput | None = None
+        self._staged_lock = threading.Lock()
+        self.graceful = GracefulStop(self.request_stop, options.stop_timeout)
 
     def request_stop(self, *_: Any) -> None:
         """Ask for a graceful stop: finish the batch in flight, checkpoint, commit, exit."""
@@ -180,23 +196,29 @@ class StreamingJob:
         """Run the job; with ``--run-key`` the outcome is also written to ``_control/runs/<key>.json``."""
         opts = self.options
         storage = CheckpointStorage(opts.checkpoint_root, opts.job_name, opts.storage_options)
-        if not opts.run_key:
-            return self._run(storage)
-        control = ControlChannel(storage)
         try:
-            result = self._run(storage)
-        except Exception as exc:
-            control.write_run_report(opts.run_key, {"status": "failed", "error": str(exc), "run_id": self.run_id})
-            raise
-        control.write_run_report(opts.run_key, result)
-        return result
+            if not opts.run_key:
+                return self._run(storage)
+            control = ControlChannel(storage)
+            try:
+                result = self._run(storage)
+            except Exception as exc:
+                control.write_run_report(opts.run_key, {"status": "failed", "error": str(exc), "run_id": self.run_id})
+                raise
+            control.write_run_report(opts.run_key, result)
+            return result
+        finally:
+            self.graceful.uninstall()
 
     def _run(self, storage: CheckpointStorage) -> dict[str, Any]:
         opts = self.options
+        storage.check_exclusive_create()  # before anything else: a store that cannot is refused untouched
         lease = JobLease(storage, self.run_id, opts.run_key, opts.lease_timeout)
         lease.ensure_free()  # fail fast, before Spark starts, if another live run holds the job
         point = resolve_restore_point(storage, opts.restore_from)
         spark = self._spark or create_session(opts)
+        # From here a signal (to the driver, the JVM or both) means "stop gracefully"; the JVM's own hooks wait.
+        self.graceful.install(spark, jvm_hook=self._spark is None)
         if self._spark is not None:
             for key, value in opts.conf.items():
                 spark.conf.set(key, value)
@@ -213,7 +235,9 @@ class StreamingJob:
             restored_operators = check_compatible(
                 point, fingerprint, spark, allow_non_restored_state=opts.allow_non_restored_state
             )
-        sink = load_sink(opts.sink)
+        sink = load_sink(opts.sink, opts.storage_options)
+        if point is None:
+            self._check_fresh_start(storage, sink)
 
         # From here on the run writes: lease, working folder, sink recovery, checkpoints.
         lease.acquire()
@@ -244,7 +268,12 @@ class StreamingJob:
         opts = self.options
         working = WorkingCopy(opts.working_dir, opts.job_name, self.run_id)
         working.create()
-        self._restore(point, working, sink, restored_operators)
+        if point is not None:
+            self._materialize(point, working, restored_operators)
+        history = self._history(point, sink)
+        rewind = point is not None and starts_new_branch(storage, point)
+        # Ids only grow: above every id in the job folder, in the restored history and in published output.
+        next_id = max(storage.next_checkpoint_id(), history.highest + 1, highest_published_id(sink) + 1)
         coordinator = CheckpointCoordinator(
             storage,
             working,
@@ -257,17 +286,24 @@ class StreamingJob:
                 mode=opts.checkpointing_mode,
             ),
             run_id=self.run_id,
-            next_id=storage.next_checkpoint_id(),
+            next_id=next_id,
             stored=StoredFiles(point.metadata.files if point else []),
             fingerprint=fingerprint,
             restored_from=point.describe() if point else None,
             spark_version=spark.version,
             on_completed=self._publisher(sink, point, lease),
+            history=history,
+            staged_for=self._staged_for,
             fence=lease,
         )
         outcome = "failed"
         control = ControlChannel(storage)
+        coordinator.start()
         try:
+            if rewind:
+                self._start_branch(point, coordinator, sink)
+            else:
+                sink.recover(point.metadata.staged if point is not None else None, history)
             outcome, final = self._run_query(spark, df, sink, coordinator, working, control, lease)
         finally:
             coordinator.shutdown()
@@ -279,13 +315,7 @@ class StreamingJob:
         return self._result(storage, point, coordinator, final, outcome)
 
     # --- steps ------------------------------------------------------------------------------------
-    def _restore(
-        self, point: RestorePoint | None, working: WorkingCopy, sink: Sink, restored_operators: int | None
-    ) -> None:
-        if point is None:
-            sink.abort(-1, None)
-            log.info("job %r run %s starts fresh", self.options.job_name, self.run_id)
-            return
+    def _materialize(self, point: RestorePoint, working: WorkingCopy, restored_operators: int | None) -> None:
         meta = point.metadata
         copied = materialize(point.snapshot, working, skip_state_operators=restored_operators)
         log.info(
@@ -298,20 +328,78 @@ class StreamingJob:
             copied,
             point.url,
         )
-        # Staged output covered by the snapshot is published (a commit cut short by a crash); anything
-        # after it is recomputed by the replay, so it is aborted.
-        sink.commit(meta.batch_id, meta.id)
-        sink.abort(meta.batch_id, meta.id)
+
+    def _check_fresh_start(self, storage: CheckpointStorage, sink: Sink) -> None:
+        """Refuse to start from empty state into published output unless ``--existing-output`` says what to do."""
+        published = highest_published_id(sink)
+        if published and self.options.existing_output == "fail":
+            raise ExistingOutput(
+                f"{storage.location} starts fresh, but its sink already holds output published up to checkpoint "
+                f"{published}: every row would be published again. Restore from a checkpoint or savepoint, or "
+                "pass --existing-output move-aside (set that output aside under _rolled_back/) or keep (keep it "
+                "and continue after it)"
+            )
+
+    def _history(self, point: RestorePoint | None, sink: Sink) -> Lineage:
+        """The history this run continues: the restored snapshot's, or on a fresh start what output it keeps."""
+        if point is not None:
+            return point.metadata.history
+        published = highest_published_id(sink)
+        if published and self.options.existing_output == "keep":
+            log.warning("starting fresh; --existing-output keep: output up to checkpoint %d stays published", published)
+            return Lineage.of([(1, published)])
+        if published:
+            log.warning("starting fresh; --existing-output move-aside: published output is set aside")
+        log.info("job %r run %s starts fresh", self.options.job_name, self.run_id)
+        return Lineage()
+
+    def _start_branch(self, point: RestorePoint, coordinator: CheckpointCoordinator, sink: Sink) -> None:
+        """A rewind: a checkpoint of the restored state above every id in sight, then the sink's recovery.
+
+        Until that checkpoint's ``_metadata`` exists, "latest" still continues the old history and nothing
+        of it was touched; from then on "latest" continues the new one, which recovery then makes true of
+        the output (a crash part-way is finished by the next restore from latest).
+        """
+        meta = point.metadata
+        with self._staged_lock:
+            self._carried = meta.staged  # a commit of the restored snapshot cut short is finished from here
+        first = coordinator.checkpoint_now(meta.batch_id)
+        if first is None:
+            raise JobFailed(
+                f"could not write the checkpoint that starts a new history from {meta.kind} {meta.id} "
+                f"({coordinator.fatal or 'it failed'}); nothing was set aside and latest still continues the "
+                "previous history"
+            )
+        log.info(
+            "chk-%d continues %s %d (history %s); output of other histories is set aside",
+            first.id,
+            meta.kind,
+            meta.id,
+            first.history.describe(),
+        )
+        sink.recover(first.staged, first.history)
+
+    def _staged_for(self, checkpoint_id: int, batch_id: int) -> StagedOutput | None:
+        """The staged output snapshot ``checkpoint_id`` of ``batch_id`` publishes when it completes."""
+        with self._staged_lock:
+            if self._carried is not None:
+                return self._carried
+            batches = tuple(sorted(b for b in self._staged if b <= batch_id))
+        return StagedOutput(checkpoint_id, self.run_id, batches) if batches else None
 
     def _publisher(self, sink: Sink, point: RestorePoint | None, lease: JobLease):
-        exactly_once = self.options.checkpointing_mode == "exactly-once"
         claimed = point is not None and point.metadata.kind == "savepoint" and self.options.claim_mode == "claim"
 
         def on_completed(meta: CheckpointMetadata) -> None:
             nonlocal claimed
-            if exactly_once:
+            staged = meta.staged
+            if staged is not None:
                 lease.confirm(f"publishing output up to batch {meta.batch_id}")
-                sink.commit(meta.batch_id, meta.id)
+                sink.commit(staged)
+                with self._staged_lock:
+                    self._carried = None
+                    if staged.run_id == self.run_id:
+                        self._staged.difference_update(staged.batches)
             if claimed and meta.kind == "checkpoint":
                 # CLAIM: the job owns the savepoint it restored; once a checkpoint of its own exists, it goes.
                 claimed = False
@@ -339,15 +427,17 @@ class StreamingJob:
                 # of this batch is committed or staged, and the next run plans it again from the checkpoint.
                 raise RuntimeError(f"{STOP_MARKER}: batch {batch_id} left to the next run")
             lease.check(f"staging batch {batch_id}")
-            sink.write(batch_id, batch_df)
+            sink.write(batch_id, batch_df, self.run_id)
+            if not at_least_once:
+                with self._staged_lock:
+                    self._staged.add(batch_id)
             faults.reach("batch")
             if at_least_once:
                 lease.confirm(f"publishing batch {batch_id}")
-                sink.commit(batch_id, coordinator.next_checkpoint_id)
+                sink.commit(StagedOutput(coordinator.next_checkpoint_id, self.run_id, (batch_id,)))
 
         listener = _BatchListener(coordinator, spark)
         spark.streams.addListener(listener.listener)
-        self._install_signal_handler()
         writer = (
             df.writeStream.outputMode(opts.output_mode)
             .foreachBatch(process)
@@ -357,7 +447,6 @@ class StreamingJob:
             writer = writer.trigger(availableNow=True)
         else:
             writer = writer.trigger(processingTime=f"{int(opts.batch_interval * 1000)} milliseconds")
-        coordinator.start()
         started = time.monotonic()
         started_ms = now_ms()
         next_control_check = 0.0
@@ -387,11 +476,14 @@ class StreamingJob:
                         break
                     if lease.lost:
                         raise JobFailed(lease.lost) from None
+                    if self._failed_while_stopping(exc):
+                        break
                     raise JobFailed(f"the streaming query failed: {_first_line(str(exc))}") from exc
             for progress in query.recentProgress:  # the listener is asynchronous: fill in late batches
                 listener.rows[int(progress.batchId)] = int(progress.numInputRows)
             error = query.exception()
-            if error is not None and not (self._stopping.is_set() and STOP_MARKER in str(error)):
+            stopped_by_us = self._stopping.is_set() and STOP_MARKER in str(error)
+            if error is not None and not stopped_by_us and not self._failed_while_stopping(error):
                 raise JobFailed(f"the streaming query failed: {_first_line(str(error))}")
             if coordinator.fatal:
                 raise JobFailed(coordinator.fatal)
@@ -404,6 +496,21 @@ class StreamingJob:
                 query.stop()
             spark.streams.removeListener(listener.listener)
         return outcome, final
+
+    def _failed_while_stopping(self, error: BaseException) -> bool:
+        """A batch that failed after a stop was asked for is left to the next run; the stop goes on.
+
+        A signal to the whole process group also reaches the short-lived helpers Hadoop forks (``chmod`` for
+        local files) and can fail the batch in flight. That batch never committed: the final checkpoint
+        covers the last committed one, and the next run replays the rest.
+        """
+        if not self._stop_requested.is_set():
+            return False
+        log.warning(
+            "the batch in flight failed while the job was stopping (%s); it is left to the next run",
+            _first_line(str(error)),
+        )
+        return True
 
     def _handle_control_requests(
         self, control: ControlChannel, started_ms: int, coordinator: CheckpointCoordinator, working: WorkingCopy
@@ -526,10 +633,6 @@ class StreamingJob:
             or f"the final checkpoint of batch {last} did not complete; output after "
             "the previous checkpoint stays staged and is recomputed on restore"
         )
-
-    def _install_signal_handler(self) -> None:
-        if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, self.request_stop)
 
     def _result(
         self,

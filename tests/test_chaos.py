@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import time
 from collections import Counter
 from pathlib import Path
@@ -22,8 +23,9 @@ from pathlib import Path
 import pytest
 
 from spark_checkpoint_runtime.layout import CheckpointStorage, ControlChannel
+from spark_checkpoint_runtime.sinks import ParquetSink
 from tests import figures
-from tests.conftest import Landing, final_counts, job_args, kill_group, published_rows, spark_submit
+from tests.conftest import VENV_BIN, Landing, final_counts, job_args, kill_group, published_rows, spark_submit
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -157,3 +159,161 @@ def test_at_least_once_loses_no_row_through_kills(tmp_path: Path, landing: Landi
         len(expected), len(lost), sum(n - 1 for n in published.values() if n > 1), "at-least-once, allowed"
     )
     assert not lost, f"{len(lost)} rows lost in at-least-once mode (seed {SEED + 2})"
+
+
+# --- Rewinds and savepoint restores: a new history, crashed at every step of its restore -------------------
+REWIND_STARTED = "rewind-started"  # the test kills the run as soon as its rewind checkpoint is durable
+
+
+def _drive(process, log: Path, landing: Landing, *, until=None, kill_delay: float = 0.0, timeout: float = 240) -> int:
+    """Keep input landing while ``process`` runs; once ``until()`` holds, SIGKILL it after ``kill_delay`` s.
+
+    Returns the exit status (-9 when killed, by the test or by a fault point).
+    """
+    deadline = time.monotonic() + timeout
+    next_file = time.monotonic() + 1.0
+    kill_at = None
+    while process.poll() is None:
+        now = time.monotonic()
+        assert now < deadline, f"run did not end within {timeout}s:\n{log.read_text(errors='replace')[-3000:]}"
+        if until is not None and kill_at is None and until():
+            kill_at = now + kill_delay
+        if kill_at is not None and now >= kill_at:
+            kill_group(process)
+            break
+        if now >= next_file:
+            landing.add_file()
+            next_file = now + 1.5
+        time.sleep(0.05)
+    return process.wait(timeout=60)
+
+
+def _valid_ids(storage: CheckpointStorage) -> list[int]:
+    return sorted(i for i, result in storage.iter_valid_checkpoints() if not isinstance(result, Exception))
+
+
+def _run_killed(args, log, landing, tmp_path, point: str, number: int, *, until=None, kill_delay=0.0) -> None:
+    """One run killed at fault ``point`` (or, for REWIND_STARTED, by the test once ``until()`` holds)."""
+    record = tmp_path / f"fault-{number}.txt"
+    env = {} if point == REWIND_STARTED else {"CHECKPOINT_FAULTS": point, "CHECKPOINT_FAULTS_RECORD": str(record)}
+    status = _drive(spark_submit(args, log, env=env), log, landing, until=until, kill_delay=kill_delay)
+    assert status == -9, f"run {number} ({point}) ended with {status}:\n{log.read_text(errors='replace')[-3000:]}"
+    if point != REWIND_STARTED:
+        fired = record.read_text() if record.exists() else ""
+        assert f"fault injection: SIGKILL at {point}" in fired, f"run {number} died, but not at {point}"
+    figures.record_kill(point.split("@")[0])
+
+
+def _assert_exactly_once(output: Path, landing: Landing) -> None:
+    published = Counter(row["id"] for row in published_rows(output))
+    expected = {row["id"] for row in landing.rows}
+    lost = expected - set(published)
+    duplicated = sum(n - 1 for n in published.values() if n > 1)
+    figures.record_rows(len(expected), len(lost), duplicated, "exactly-once")
+    assert not lost, f"{len(lost)} rows lost (seed {SEED})"
+    assert duplicated == 0, f"{duplicated} rows published twice (seed {SEED})"
+    assert set(published) == expected
+
+
+def _drain(args: list[str], log: Path) -> None:
+    drain = [a if a != "continuous" else "available-now" for a in args]
+    drain += ["--conf", "spark.example.maxFilesPerTrigger=25"]
+    process = spark_submit(drain, log)
+    assert process.wait(timeout=300) == 0, log.read_text(errors="replace")[-4000:]
+
+
+def _with_restore(args: list[str], restore_from: str) -> list[str]:
+    return [*args, "--restore-from", restore_from]
+
+
+def test_a_rewind_killed_at_every_step_of_its_restore_keeps_exactly_once(tmp_path: Path, landing: Landing):
+    """A run restored from an older retained checkpoint is SIGKILLed: before its rewind checkpoint's _metadata,
+    between rollback moves, between sink commit files, and right after its rewind checkpoint. A later run from
+    latest drains the rest: every input row is published exactly once."""
+    rng = random.Random(SEED + 3)
+    job, root, output, log = "rewind", tmp_path / "root", tmp_path / "out", tmp_path / "job.log"
+    settings = {"sink": f"parquet:{output}", "trigger": "continuous", "batch_interval": "200ms", "num_retained": "4"}
+    args = job_args(job, root, tmp_path / "work", landing, **settings)
+    storage = CheckpointStorage(str(root), job)
+    landing.add_files(3)
+
+    def newest() -> int:
+        return max(_valid_ids(storage), default=0)
+
+    # A history with several checkpoints and published output after each.
+    _drive(spark_submit(args, log), log, landing, until=lambda: newest() >= 5)
+    figures.record_kill("random")
+    plan = ["before-metadata@1", "rollback@1", REWIND_STARTED, "sink-commit@1", REWIND_STARTED]
+    for number, point in enumerate(plan):
+        before = newest()
+        target = _valid_ids(storage)[0]  # the oldest retained checkpoint: everything after it is rewound
+        assert target < before
+        rewind = _with_restore(args, storage.url_of(storage.checkpoint_path(target)))
+        started = (lambda b=before: newest() > b) if point == REWIND_STARTED else None
+        _run_killed(rewind, log, landing, tmp_path, point, number, until=started, kill_delay=rng.uniform(0, 0.3))
+        latest = storage.latest_valid_checkpoint().metadata
+        if point == "before-metadata@1":
+            assert latest.id == before, "killed before its first _metadata: latest still continues the old history"
+        else:
+            assert latest.id > before and latest.restored_from["id"] == target
+            assert not latest.history.contains(before), "the abandoned branch is outside the new history"
+        # Between rewinds, a run from latest adds to whichever history is current.
+        _drive(spark_submit(args, log), log, landing, until=lambda b=newest(): newest() >= b + 2)
+        figures.record_kill("random")
+    _drain(args, log)
+    text = log.read_text(errors="replace")
+    assert "is not in the restored history" in text, "some rewind set published output aside"
+    runs = text.split(f"\n===== {VENV_BIN / 'spark-submit'} ")  # each run's log starts with its command
+    later_runs = "".join(runs[2:])
+    assert "starts fresh" not in later_runs, "only the first run started from empty state"
+    _assert_exactly_once(output, landing)
+
+
+def test_a_relocated_savepoint_with_a_larger_id_restored_twice_keeps_exactly_once(tmp_path: Path, landing: Landing):
+    """Job 'orders-v1' takes a savepoint (relocated afterwards) and runs on; job 'orders-v2', writing the same
+    sink from an empty job folder, restores from the savepoint twice (killed mid-recovery, then right after its
+    first checkpoint), then drains from latest. Ids never repeat in the sink and every row is published once."""
+    output, log = tmp_path / "out", tmp_path / "job.log"
+    settings = {"sink": f"parquet:{output}", "trigger": "continuous", "batch_interval": "200ms", "num_retained": "3"}
+    v1 = job_args("orders-v1", tmp_path / "root", tmp_path / "work", landing, **settings)
+    v2 = job_args("orders-v2", tmp_path / "root", tmp_path / "work", landing, **settings)
+    first = CheckpointStorage(str(tmp_path / "root"), "orders-v1")
+    second = CheckpointStorage(str(tmp_path / "root"), "orders-v2")
+    landing.add_files(3)
+
+    process = spark_submit(v1, log)
+    state = {}
+
+    def savepoint_then_more() -> bool:
+        if "savepoint" not in state:
+            if max(_valid_ids(first), default=0) >= 2:
+                ControlChannel(first).request("relocate", "savepoint", target_directory=str(tmp_path / "elsewhere"))
+                state["savepoint"] = True
+            return False
+        answer = ControlChannel(first).response("relocate") or {}
+        if answer.get("status") == "completed":
+            state.setdefault("path", answer["savepoint_path"])
+            state.setdefault("id", answer["savepoint_id"])
+        return "id" in state and max(_valid_ids(first), default=0) >= state["id"] + 3
+
+    _drive(process, log, landing, until=savepoint_then_more)
+    figures.record_kill("random")
+    relocated = tmp_path / "moved" / "savepoint"
+    original = state["path"].removeprefix("file://")
+    shutil.copytree(original, relocated)
+    shutil.rmtree(original)
+    published_by_v1 = ParquetSink(str(output)).highest_published_id()
+    assert published_by_v1 > state["id"], "v1 published output after its savepoint"
+
+    restore = _with_restore(v2, str(relocated))
+    _run_killed(restore, log, landing, tmp_path, "rollback@1", 0)
+    first_attempt = max(_valid_ids(second))  # the first attempt's checkpoint of the restored savepoint
+    _run_killed(
+        restore, log, landing, tmp_path, REWIND_STARTED, 1, until=lambda: max(_valid_ids(second)) > first_attempt
+    )
+    ids = _valid_ids(second)
+    assert ids and min(ids) > published_by_v1, f"v2's ids {ids} reuse ids published by v1 (up to {published_by_v1})"
+    latest = second.latest_valid_checkpoint().metadata
+    assert latest.history.contains(state["id"]) and not latest.history.contains(published_by_v1)
+    _drain(v2, log)
+    _assert_exactly_once(output, landing)

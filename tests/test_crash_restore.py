@@ -5,6 +5,8 @@ Kills (SIGKILL at chosen and random points) are in ``test_chaos.py``.
 
 from __future__ import annotations
 
+import json
+import os
 import signal
 import subprocess
 from pathlib import Path
@@ -16,6 +18,7 @@ from tests.conftest import (
     completed_checkpoints,
     job_args,
     published_rows,
+    spark_submit,
     start_module,
     wait_for,
 )
@@ -43,8 +46,6 @@ def test_continuous_sigterm_finishes_batch_checkpoints_and_exits_zero(tmp_path: 
     stdout, stderr = process.communicate(timeout=120)
     assert process.returncode == 0, stderr[-3000:]
     assert "stop requested" in stderr
-    import json
-
     result = json.loads(stdout.strip().splitlines()[-1].removeprefix("result: "))
     assert result["status"] == "cancelled"
     commits = sorted(int(p.name) for p in (root / "graceful" / f"chk-{result['checkpoint_id']}" / "commits").iterdir())
@@ -52,3 +53,42 @@ def test_continuous_sigterm_finishes_batch_checkpoints_and_exits_zero(tmp_path: 
     # Everything the query processed is published: the final checkpoint covered the last batch.
     assert len(published_rows(output)) == result["rows"] > 0
     assert not any((output / "_staging").glob("batch-*"))
+
+
+@pytest.mark.parametrize(
+    "how", ["SIGTERM to the process group", "SIGINT to the process group", "SIGTERM to the spark-submit JVM alone"]
+)
+def test_a_supervisors_stop_signal_stops_spark_submit_gracefully(tmp_path: Path, landing: Landing, how: str):
+    """systemd (group SIGTERM), Ctrl-C (group SIGINT), Kubernetes/docker/YARN (SIGTERM to the first process, the
+    spark-submit JVM): each finishes the batch in flight, takes a final checkpoint, commits and exits 0."""
+    root, output, log = tmp_path / "root", tmp_path / "out", tmp_path / "job.log"
+    landing.add_files(30)
+    args = job_args(
+        "supervised",
+        root,
+        tmp_path / "work",
+        landing,
+        sink=f"parquet:{output}",
+        trigger="continuous",
+        batch_interval="200ms",
+        checkpoint_interval="5s",
+        stop_timeout="60s",
+    )
+    process = spark_submit(args, log)
+    wait_for(lambda: completed_checkpoints(root, "supervised"), 180, "first checkpoint", process)
+    if how.endswith("JVM alone"):
+        os.kill(process.pid, signal.SIGTERM)  # spark-submit execs the JVM: its pid is the Popen's
+    else:
+        os.killpg(process.pid, signal.SIGINT if how.startswith("SIGINT") else signal.SIGTERM)
+    assert process.wait(timeout=120) == 0, log.read_text(errors="replace")[-4000:]
+    text = log.read_text(errors="replace")
+    assert "stopping gracefully" in text
+    result = json.loads(
+        next(line for line in text.splitlines() if line.startswith("result: ")).removeprefix("result: ")
+    )
+    assert result["status"] == "cancelled"
+    final = root / "supervised" / f"chk-{result['checkpoint_id']}"
+    assert sorted(int(p.name) for p in (final / "commits").iterdir())[-1] == result["batch_id"], "final checkpoint"
+    published = [row["id"] for row in published_rows(output)]
+    assert len(published) == len(set(published)) == result["rows"] > 0, "everything processed is committed, once"
+    assert not list((output / "_staging").rglob("part-*"))

@@ -4,9 +4,14 @@ damaged-checkpoint fallback, compatibility checks, sink modes."""
 from __future__ import annotations
 
 import json
+import os
+import threading
+import time
+from collections import Counter
 
 import pytest
 
+from spark_checkpoint_runtime.errors import ExistingOutput
 from spark_checkpoint_runtime.fingerprint import IncompatibleRestore
 from spark_checkpoint_runtime.layout import CheckpointStorage
 from tests.conftest import final_counts, published_rows, tree_state
@@ -248,3 +253,72 @@ def test_max_duration_stops_a_busy_continuous_job_within_a_batch(spark, tmp_path
         spark.conf.unset("spark.example.maxFilesPerTrigger")
     assert second["restored_from"]["id"] == first["checkpoint_id"]
     assert sorted(r["id"] for r in published_rows(tmp_path / "out")) == sorted(r["id"] for r in landing.rows)
+
+
+def test_a_fresh_start_into_published_output_needs_an_explicit_choice(spark, tmp_path, landing):
+    landing.add_files(2)
+    run(spark, "fresh", tmp_path, landing)
+    output = tmp_path / "out"
+    before = tree_state(output)
+    with pytest.raises(ExistingOutput, match=r"already holds output published up to checkpoint \d+"):
+        run(spark, "fresh", tmp_path, landing, restore_from="none")
+    assert tree_state(output) == before, "a refused fresh start touches nothing"
+    run(spark, "fresh", tmp_path, landing, restore_from="none", existing_output="move-aside")
+    published = Counter(row["id"] for row in published_rows(output))
+    assert set(published.values()) == {1} and set(published) == {row["id"] for row in landing.rows}
+    assert list((output / "_rolled_back").rglob("c*-b*")), "the first run's output was set aside, not deleted"
+
+
+def test_a_shared_file_deleted_behind_a_running_jobs_back_never_costs_the_last_valid_checkpoint(
+    spark, tmp_path, landing, caplog_info
+):
+    """A state file that later checkpoints keep referencing disappears mid-run. Retention keeps the newest
+    valid checkpoint, the next checkpoint stores the file again, and a restore from latest is exact."""
+    storage = CheckpointStorage(str(tmp_path / "root"), "vanishing")
+    landing.add_files(2)
+    deleted: dict[str, str] = {}
+    stop = threading.Event()
+
+    def saboteur() -> None:
+        next_file = time.monotonic()
+        while not stop.is_set():
+            if time.monotonic() >= next_file:
+                landing.add_file()
+                next_file += 0.7
+            metas = storage.completed_checkpoints() if not deleted else []
+            if len(metas) >= 2:
+                earlier = {f.path for f in metas[0].files}
+                new = [
+                    f for f in metas[1].files if f.shared and f.target.startswith("state/") and f.path not in earlier
+                ]
+                if new:
+                    os.remove(storage.job_file(new[0].path))
+                    deleted["path"] = new[0].path
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=saboteur, daemon=True)
+    thread.start()
+    try:
+        result = run(
+            spark,
+            "vanishing",
+            tmp_path,
+            landing,
+            pipeline="examples.pipelines:running_counts",
+            output_mode="update",
+            trigger="continuous",
+            batch_interval="300ms",
+            max_duration="12s",
+            num_retained="2",
+        )
+    finally:
+        stop.set()
+        thread.join()
+    assert deleted, "the test deleted a shared state file while the job ran"
+    assert "lists shared files that are gone" in caplog_info.text
+    latest = storage.latest_valid_checkpoint()
+    assert latest is not None and latest.metadata.id == result["checkpoint_id"]
+    assert any(f.path == deleted["path"] for f in latest.metadata.files), "stored again under its own name"
+    landing.add_files(1)
+    run(spark, "vanishing", tmp_path, landing, pipeline="examples.pipelines:running_counts", output_mode="update")
+    assert final_counts(tmp_path / "out") == landing.counts_by_key()

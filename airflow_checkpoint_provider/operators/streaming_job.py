@@ -172,7 +172,9 @@ class CheckpointedStreamingJobOperator(BaseOperator):
             except AirflowException as exc:
                 report = control.run_report(self._run_key)
                 if report and report.get("error"):
-                    raise AirflowException(f"job {self.job_name!r} failed: {report['error']}") from exc
+                    process = self._job_hook.process
+                    code = f" (exit {process.returncode})" if process is not None else ""
+                    raise AirflowException(f"job {self.job_name!r} failed{code}: {report['error']}") from exc
                 raise
         report = control.run_report(self._run_key)
         if report is None:
@@ -202,11 +204,18 @@ class CheckpointedStreamingJobOperator(BaseOperator):
 
 
 class RestoreFromCheckpointOperator(CheckpointedStreamingJobOperator):
-    """Resolve the latest valid checkpoint (or ``restore_from``, a ``chk-N`` path) and run the job from it.
+    """Run the job from its latest valid checkpoint (or ``restore_from``: a ``chk-N`` path or a savepoint).
 
-    Fails with a clear message when the job has no valid checkpoint, unless ``allow_fresh_start=True``.
+    ``latest`` is passed to the runtime as it is and resolved there, once the run holds the job: a checkpoint
+    completed in between is not skipped. A restore from an older checkpoint or a savepoint starts a new
+    history (see "Lineage" in the README); the runtime makes that durable before it sets any output aside.
 
-    :param allow_fresh_start: start from empty state when there is no checkpoint to restore.
+    Fails with a clear message when the job has no checkpoint at all, unless ``allow_fresh_start=True``. When
+    checkpoints exist but none is valid, the run always fails (the runtime exits 3 naming each damaged one):
+    starting from empty state then would publish every row again.
+
+    :param allow_fresh_start: start from empty state when the job has no checkpoint at all. A sink that
+        already holds published output still needs ``runtime_options={"existing_output": ...}``.
     """
 
     def __init__(self, *, allow_fresh_start: bool = False, **kwargs: Any):
@@ -216,18 +225,12 @@ class RestoreFromCheckpointOperator(CheckpointedStreamingJobOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         storage = self.storage_hook.storage(self.checkpoint_root, self.job_name)
         if self.restore_from in ("latest", "", None):
-            latest = self.storage_hook.latest_checkpoint(self.checkpoint_root, self.job_name)
-            if latest is None:
-                if not self.allow_fresh_start:
-                    raise AirflowException(
-                        f"{storage.location} has no valid checkpoint to restore from; set allow_fresh_start=True "
-                        "to start from empty state"
-                    )
-                self.log.warning("no valid checkpoint for job %r; starting fresh (allow_fresh_start)", self.job_name)
-                self.restore_from = "none"
-            else:
-                self.log.info("restoring job %r from %s", self.job_name, latest["checkpoint_path"])
-                self.restore_from = latest["checkpoint_path"]
+            self.restore_from = "latest"
+            if not storage.checkpoint_ids() and not self.allow_fresh_start:
+                raise AirflowException(
+                    f"{storage.location} has no checkpoint to restore from; set allow_fresh_start=True "
+                    "to start from empty state"
+                )
         elif self.restore_from != "none":
             try:
                 storage.resolve_snapshot(self.restore_from)

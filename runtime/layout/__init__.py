@@ -19,6 +19,7 @@ One concept per module:
 
 - ``names``: job names, ``chk-<N>`` folder names, keys, relative paths that cannot escape their folder;
 - ``metadata``: ``_metadata`` (``CheckpointMetadata``, ``FileEntry``) and a validated snapshot;
+- ``lineage``: which ids (and published output) belong to a history; the staged output a snapshot publishes;
 - ``store``: opening a URL, exclusive create, metadata-first deletes;
 - ``job_storage``: one job's folder (``CheckpointStorage``): listing, validation, "latest", discards;
 - ``savepoints``: self-contained, relocatable savepoint folders;
@@ -49,6 +50,10 @@ from spark_checkpoint_runtime.layout.lease_files import (
     LeaseFiles,
     LeaseListing,
 )
+from spark_checkpoint_runtime.layout.lineage import (
+    Lineage,
+    StagedOutput,
+)
 from spark_checkpoint_runtime.layout.metadata import (
     FORMAT_VERSION,
     KINDS,
@@ -56,6 +61,7 @@ from spark_checkpoint_runtime.layout.metadata import (
     CheckpointMetadata,
     FileEntry,
     ValidCheckpoint,
+    missing_files,
     now_ms,
     referenced_files,
 )
@@ -77,10 +83,12 @@ from spark_checkpoint_runtime.layout.savepoints import (
 )
 from spark_checkpoint_runtime.layout.store import (
     SnapshotExists,
+    StoreNotExclusive,
     create_exclusively,
     discard_folders,
     modified_time,
     open_url,
+    probe_exclusive_create,
     write_metadata_atomically,
 )
 
@@ -99,6 +107,7 @@ __all__ = [
     "HEARTBEAT_STALE_SECONDS",
     "KINDS",
     "LeaseFiles",
+    "Lineage",
     "LeaseListing",
     "MAX_METADATA_BYTES",
     "METADATA_FILE",
@@ -107,12 +116,16 @@ __all__ = [
     "SHARED_DIR",
     "SavepointFolder",
     "SnapshotExists",
+    "StagedOutput",
+    "StoreNotExclusive",
     "TERMINAL_STATUSES",
     "ValidCheckpoint",
     "checkpoint_dir_name",
     "create_exclusively",
+    "probe_exclusive_create",
     "discard_folders",
     "find_completed_checkpoint",
+    "missing_files",
     "modified_time",
     "now_ms",
     "open_url",

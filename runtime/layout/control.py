@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import posixpath
 import uuid
 from dataclasses import asdict, dataclass
@@ -12,6 +13,9 @@ from spark_checkpoint_runtime.layout.errors import CheckpointFormatError
 from spark_checkpoint_runtime.layout.job_storage import CheckpointStorage
 from spark_checkpoint_runtime.layout.metadata import now_ms
 from spark_checkpoint_runtime.layout.names import validate_key
+from spark_checkpoint_runtime.layout.untrusted import int_field, read_json_object
+
+log = logging.getLogger(__name__)
 
 # --- _control/: requests from Airflow and the runtime's answers ----------------------------------------
 CONTROL_ACTIONS = ("stop", "savepoint")
@@ -96,21 +100,11 @@ class ControlChannel:
         self.fs.mv(temporary, path)
 
     def _read(self, path: str) -> dict[str, Any] | None:
+        """A control file as a JSON object, None if absent; ``CheckpointFormatError`` (one line) if damaged."""
         try:
-            raw = self.fs.cat_file(path)
+            return read_json_object(self.fs, path, max_bytes=MAX_CONTROL_BYTES, what=self.fs.unstrip_protocol(path))
         except FileNotFoundError:
             return None
-        if len(raw) > MAX_CONTROL_BYTES:
-            raise CheckpointFormatError(
-                f"{self.fs.unstrip_protocol(path)} is {len(raw)} bytes; at most {MAX_CONTROL_BYTES}"
-            )
-        try:
-            data = json.loads(raw)
-        except ValueError as exc:
-            raise CheckpointFormatError(f"{self.fs.unstrip_protocol(path)} is not valid JSON: {exc}") from None
-        if not isinstance(data, dict):
-            raise CheckpointFormatError(f"{self.fs.unstrip_protocol(path)} is not a JSON object")
-        return data
 
     def request(
         self,
@@ -167,9 +161,9 @@ class ControlChannel:
         """When run ``run_id`` last said it was alive (epoch ms), or None if it never did or has ended."""
         try:
             beat = self._read(self._path("alive", run_id))
-        except CheckpointFormatError:
+            return int_field(beat, "updated_ms") if beat else None
+        except (CheckpointFormatError, ValueError):
             return None
-        return int(beat.get("updated_ms") or 0) if beat else None
 
     def end_heartbeat(self, run_id: str) -> None:
         try:
@@ -187,9 +181,11 @@ class ControlChannel:
         for name in names:
             try:
                 beat = self._read(name)
-            except CheckpointFormatError:
+                fresh = beat is not None and now_ms() - int_field(beat, "updated_ms") <= stale_after * 1000
+            except (CheckpointFormatError, ValueError) as exc:
+                log.warning("ignoring heartbeat %s: %s", posixpath.basename(name), exc)
                 continue
-            if beat and now_ms() - int(beat.get("updated_ms") or 0) <= stale_after * 1000:
+            if fresh:
                 live.append(beat)
         return live
 

@@ -12,10 +12,10 @@ from fsspec.core import split_protocol
 
 from spark_checkpoint_runtime.layout.errors import CheckpointFormatError, DamagedCheckpoint, NoValidCheckpoint
 from spark_checkpoint_runtime.layout.metadata import (
-    MAX_METADATA_BYTES,
     CheckpointMetadata,
     ValidCheckpoint,
     missing_files,
+    read_metadata,
 )
 from spark_checkpoint_runtime.layout.names import (
     CONTROL_DIR,
@@ -37,6 +37,7 @@ from spark_checkpoint_runtime.layout.store import (
     discard_folders,
     modified_time,
     open_url,
+    probe_exclusive_create,
     write_metadata_atomically,
 )
 
@@ -106,6 +107,10 @@ class CheckpointStorage:
         """A URL for a path of this storage's filesystem (what a person or another tool can open)."""
         return self.fs.unstrip_protocol(path)
 
+    def check_exclusive_create(self) -> None:
+        """Refuse (``StoreNotExclusive``) a store that cannot create a file exclusively; once per run."""
+        probe_exclusive_create(self.fs, self.control_path, location=self.location)
+
     # --- listing ---------------------------------------------------------------------------------
     def checkpoint_ids(self) -> list[int]:
         """Ids of every ``chk-<N>`` folder, complete or not, ascending."""
@@ -115,6 +120,13 @@ class CheckpointStorage:
             return []
         ids = [parse_checkpoint_dir_name(posixpath.basename(e.rstrip("/"))) for e in entries]
         return sorted(i for i in ids if i is not None)
+
+    def newest_metadata_id(self) -> int | None:
+        """The newest ``chk-<N>`` that has a ``_metadata`` file, parseable or not (None: no such folder)."""
+        for checkpoint_id in reversed(self.checkpoint_ids()):
+            if self.fs.exists(posixpath.join(self.checkpoint_path(checkpoint_id), METADATA_FILE)):
+                return checkpoint_id
+        return None
 
     def next_checkpoint_id(self) -> int:
         """The id for the next checkpoint: past every ``chk-<N>`` and savepoint here, so ids keep increasing.
@@ -140,6 +152,13 @@ class CheckpointStorage:
             for path, info in found.items()
             if info.get("type") != "directory"
         }
+
+    def job_files(self) -> dict[str, int]:
+        """Every file of the job folder in one listing: job-relative path to size.
+
+        What retention judges validity and garbage by: one recursive listing, however many checkpoints.
+        """
+        return {path: size for path, (size, _) in self.files_with_details(self.job_path).items()}
 
     def files_with_details(self, folder: str) -> dict[str, tuple[int, float | None]]:
         """Every file under a job folder: job-relative path to (size, modification time in epoch seconds)."""
@@ -189,17 +208,7 @@ class CheckpointStorage:
     # --- _metadata -------------------------------------------------------------------------------
     def read_metadata_at(self, folder: str, fs: fsspec.AbstractFileSystem | None = None) -> CheckpointMetadata:
         """Read and parse ``<folder>/_metadata``; raise ``DamagedCheckpoint`` if missing or malformed."""
-        fs = fs or self.fs
-        path = posixpath.join(folder, METADATA_FILE)
-        location = fs.unstrip_protocol(folder)
-        try:
-            size = fs.size(path)
-            if size is not None and size > MAX_METADATA_BYTES:
-                raise DamagedCheckpoint(location, f"_metadata is {size} bytes, larger than any we write")
-            raw = fs.cat_file(path)
-        except FileNotFoundError:
-            raise DamagedCheckpoint(location, "no _metadata (an incomplete checkpoint)") from None
-        return CheckpointMetadata.from_json(raw, location=location)
+        return read_metadata(fs or self.fs, folder)
 
     def read_checkpoint(self, checkpoint_id: int) -> CheckpointMetadata:
         meta = self.read_metadata_at(self.checkpoint_path(checkpoint_id))
@@ -251,11 +260,9 @@ class CheckpointStorage:
 
     def _metadata_writer(self, checkpoint_id: int) -> str | None:
         """The run that wrote ``chk-<N>/_metadata``, or None if there is no readable one."""
-        folder = self.checkpoint_path(checkpoint_id)
         try:
-            raw = self.fs.cat_file(posixpath.join(folder, METADATA_FILE))
-            return CheckpointMetadata.from_json(raw, location=self.url_of(folder)).run_id
-        except (FileNotFoundError, CheckpointFormatError):
+            return read_metadata(self.fs, self.checkpoint_path(checkpoint_id)).run_id
+        except CheckpointFormatError:
             return None
 
     def file_size(self, relative: str) -> int | None:

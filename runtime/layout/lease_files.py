@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import json
+import logging
 import posixpath
 import re
 from dataclasses import dataclass
 from typing import Any
 
+from spark_checkpoint_runtime.layout.errors import CheckpointFormatError
 from spark_checkpoint_runtime.layout.job_storage import CheckpointStorage
+from spark_checkpoint_runtime.layout.names import validate_key
 from spark_checkpoint_runtime.layout.store import create_exclusively, delete_each
+from spark_checkpoint_runtime.layout.untrusted import int_field, read_json_object
+
+log = logging.getLogger(__name__)
+MAX_GRANT_BYTES = 16 * 1024
 
 # --- _control/lease/: which run may write the job ----------------------------------------------------
 LEASE_DIR = "lease"
@@ -57,11 +64,23 @@ class LeaseFiles:
         return LeaseListing(sorted(epochs), released)
 
     def read(self, epoch: int) -> dict[str, Any] | None:
+        """The grant of ``epoch``, or None if it is missing or damaged (its holder then counts as unknown)."""
+        path = self._path(epoch, "json")
         try:
-            data = json.loads(self.fs.cat_file(self._path(epoch, "json")))
-        except (FileNotFoundError, ValueError):
+            grant = read_json_object(self.fs, path, max_bytes=MAX_GRANT_BYTES, what=f"lease epoch {epoch}")
+            validate_key(grant.get("run_id"), "run id")
+            if grant.get("run_key") is not None:
+                validate_key(grant["run_key"], "run key")
+            int_field(grant, "acquired_ms")
+            int_field(grant, "pid", default=0)
+            if not isinstance(grant.get("host", ""), str):
+                raise ValueError("host must be a string")
+        except FileNotFoundError:
             return None
-        return data if isinstance(data, dict) else None
+        except (CheckpointFormatError, ValueError) as exc:
+            log.warning("lease epoch %d is damaged (%s); its holder counts as unknown", epoch, exc)
+            return None
+        return grant
 
     def create(self, epoch: int, grant: dict[str, Any]) -> bool:
         """Claim ``epoch``; False if another run claimed it first."""

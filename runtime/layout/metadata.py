@@ -12,7 +12,9 @@ from typing import Any
 import fsspec
 
 from spark_checkpoint_runtime.layout.errors import CheckpointFormatError, DamagedCheckpoint
-from spark_checkpoint_runtime.layout.names import safe_relative_path, validate_job_name
+from spark_checkpoint_runtime.layout.lineage import Lineage, StagedOutput
+from spark_checkpoint_runtime.layout.names import METADATA_FILE, safe_relative_path, validate_job_name
+from spark_checkpoint_runtime.layout.untrusted import UntrustedJson, int_field, parse_json_object
 
 FORMAT_VERSION = 1
 
@@ -58,7 +60,21 @@ class CheckpointMetadata:
     restored_from: dict[str, Any] | None = None
     fingerprint: dict[str, Any] = field(default_factory=dict)
     spark_version: str | None = None
+    # Which history this snapshot belongs to, and which staged sink output its completion publishes (see
+    # ``layout.lineage``). JSON-shaped here; ``history`` and ``staged`` are the typed views.
+    lineage: list[list[int]] | None = None
+    staged_output: dict[str, Any] | None = None
     format_version: int = FORMAT_VERSION
+
+    @property
+    def history(self) -> Lineage:
+        """The checkpoint ids of this snapshot's history (``[1, id]`` for ``_metadata`` without lineage)."""
+        return Lineage.parse(self.lineage, self.id)
+
+    @property
+    def staged(self) -> StagedOutput | None:
+        """The staged sink output this snapshot's completion publishes, if any."""
+        return StagedOutput.parse(self.staged_output)
 
     @property
     def total_bytes(self) -> int:
@@ -85,17 +101,16 @@ class CheckpointMetadata:
             "total_bytes": self.total_bytes,
             "file_count": len(self.files),
             "restored_from": self.restored_from,
+            "lineage": self.history.describe(),
         }
 
     @classmethod
     def from_json(cls, text: str | bytes, *, location: str) -> CheckpointMetadata:
         """Parse and check ``_metadata`` text; raise ``DamagedCheckpoint`` saying what is wrong."""
         try:
-            data = json.loads(text)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise DamagedCheckpoint(location, f"_metadata is not valid JSON (truncated?): {exc}") from None
-        if not isinstance(data, dict):
-            raise DamagedCheckpoint(location, "_metadata is not a JSON object")
+            data = parse_json_object(text, what="_metadata")
+        except UntrustedJson as exc:
+            raise DamagedCheckpoint(location, f"{exc} (truncated or not ours?)") from None
         version = data.get("format_version")
         if version != FORMAT_VERSION:
             raise DamagedCheckpoint(
@@ -117,19 +132,25 @@ class CheckpointMetadata:
                 kind=str(data["kind"]),
                 job_name=validate_job_name(data["job_name"]),
                 run_id=str(data["run_id"]),
-                batch_id=int(data["batch_id"]),
-                trigger_timestamp_ms=int(data["trigger_timestamp_ms"]),
-                completion_timestamp_ms=int(data["completion_timestamp_ms"]),
+                batch_id=int_field(data, "batch_id"),
+                trigger_timestamp_ms=int_field(data, "trigger_timestamp_ms"),
+                completion_timestamp_ms=int_field(data, "completion_timestamp_ms"),
                 checkpointing_mode=str(data["checkpointing_mode"]),
                 files=files,
                 state_bytes=_non_negative_int(data["state_bytes"]),
                 bytes_written=_non_negative_int(data["bytes_written"]),
-                durations_ms=dict(data.get("durations_ms") or {}),
-                source_offsets=list(data.get("source_offsets") or []),
-                restored_from=data.get("restored_from"),
-                fingerprint=dict(data.get("fingerprint") or {}),
-                spark_version=data.get("spark_version"),
+                durations_ms=_durations(data.get("durations_ms")),
+                source_offsets=_typed(data.get("source_offsets"), list, "source_offsets"),
+                restored_from=_typed(data.get("restored_from"), dict, "restored_from", default=None),
+                fingerprint=_typed(data.get("fingerprint"), dict, "fingerprint"),
+                spark_version=_typed(data.get("spark_version"), str, "spark_version", default=None),
+                lineage=data.get("lineage"),
+                staged_output=data.get("staged_output"),
             )
+            # A damaged history or staged-output record makes the whole snapshot damaged: restoring from it
+            # could publish the wrong output.
+            Lineage.parse(meta.lineage, meta.id)
+            StagedOutput.parse(meta.staged_output)
         except CheckpointFormatError as exc:
             raise DamagedCheckpoint(location, str(exc)) from None
         except (KeyError, TypeError, ValueError) as exc:
@@ -137,6 +158,35 @@ class CheckpointMetadata:
         if meta.kind not in KINDS:
             raise DamagedCheckpoint(location, f"_metadata has unknown kind {meta.kind!r}")
         return meta
+
+
+def read_metadata(fs: fsspec.AbstractFileSystem, folder: str) -> CheckpointMetadata:
+    """Read and parse ``<folder>/_metadata`` (size checked before reading); ``DamagedCheckpoint`` if missing
+    or malformed. Every reader of ``_metadata`` comes through here."""
+    path = posixpath.join(folder, METADATA_FILE)
+    location = fs.unstrip_protocol(folder)
+    try:
+        size = fs.size(path)
+        if size is not None and size > MAX_METADATA_BYTES:
+            raise DamagedCheckpoint(location, f"_metadata is {size} bytes, larger than any we write")
+        raw = fs.cat_file(path)
+    except (FileNotFoundError, NotADirectoryError):
+        raise DamagedCheckpoint(location, "no _metadata (an incomplete checkpoint)") from None
+    return CheckpointMetadata.from_json(raw, location=location)
+
+
+def _typed(value: Any, kind: type, key: str, default: Any = ...) -> Any:
+    """``value`` if it is a ``kind`` (or missing: ``default``, else an empty ``kind``); ``ValueError`` otherwise."""
+    if value is None:
+        return kind() if default is ... else default
+    if not isinstance(value, kind):
+        raise ValueError(f"{key} must be a {kind.__name__}, not {type(value).__name__}")
+    return value
+
+
+def _durations(value: Any) -> dict[str, int]:
+    durations = _typed(value, dict, "durations_ms")
+    return {str(name): int_field(durations, name) for name in durations}
 
 
 def _non_negative_int(value: Any) -> int:
@@ -178,6 +228,7 @@ def referenced_files(metadatas: Iterable[CheckpointMetadata]) -> set[str]:
 
 
 def missing_files(files: list[FileEntry], listing: dict[str, int]) -> str:
+    """What of ``files`` a listing (relative path to size) lacks or has at another size; "" when nothing."""
     problems = []
     for entry in files:
         size = listing.get(entry.path)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import posixpath
 from typing import Any
 
@@ -12,9 +11,11 @@ from spark_checkpoint_runtime.layout.metadata import (
     CheckpointMetadata,
     ValidCheckpoint,
     missing_files,
+    read_metadata,
 )
 from spark_checkpoint_runtime.layout.names import METADATA_FILE, relative_to, safe_relative_path
 from spark_checkpoint_runtime.layout.store import discard_folders, open_url, write_metadata_atomically
+from spark_checkpoint_runtime.layout.untrusted import UntrustedJson, read_json_object
 
 
 class SavepointFolder:
@@ -40,19 +41,18 @@ class SavepointFolder:
             folder = cls(location, storage_options)
         except CheckpointFormatError:
             return None
+        path = posixpath.join(folder.path, METADATA_FILE)
         try:
-            raw = folder.fs.cat_file(posixpath.join(folder.path, METADATA_FILE), start=0, end=MAX_METADATA_BYTES)
+            data = read_json_object(folder.fs, path, max_bytes=MAX_METADATA_BYTES, what=f"{folder.url}/_metadata")
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return None
+        except UntrustedJson:
+            return None  # not a savepoint's _metadata: the caller says what else would work
         except Exception as exc:  # unreachable storage or missing credentials: say so, do not guess
             raise CheckpointFormatError(
                 f"--restore-from {location!r} cannot be read: {type(exc).__name__}: {exc}"
             ) from None
-        try:
-            data = json.loads(raw)
-        except ValueError:
-            return None
-        return folder if isinstance(data, dict) and data.get("kind") == "savepoint" else None
+        return folder if data.get("kind") == "savepoint" else None
 
     def file_path(self, relative: str) -> str:
         return posixpath.join(self.path, safe_relative_path(relative, context=self.url))
@@ -61,8 +61,7 @@ class SavepointFolder:
         return self.fs.exists(posixpath.join(self.path, METADATA_FILE))
 
     def read_metadata(self) -> CheckpointMetadata:
-        raw = self.fs.cat_file(posixpath.join(self.path, METADATA_FILE))
-        meta = CheckpointMetadata.from_json(raw, location=self.url)
+        meta = read_metadata(self.fs, self.path)
         if meta.kind != "savepoint":
             raise DamagedCheckpoint(self.url, f"_metadata says {meta.kind}, not savepoint")
         return meta

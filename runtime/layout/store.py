@@ -9,11 +9,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import fsspec
+from fsspec.asyn import AsyncFileSystem
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
 from spark_checkpoint_runtime.layout.errors import CheckpointFormatError
-from spark_checkpoint_runtime.layout.metadata import CheckpointMetadata
+from spark_checkpoint_runtime.layout.metadata import CheckpointMetadata, read_metadata
 from spark_checkpoint_runtime.layout.names import METADATA_FILE
 
 
@@ -41,7 +42,7 @@ def write_metadata_atomically(fs: fsspec.AbstractFileSystem, folder: str, meta: 
     fs.makedirs(folder, exist_ok=True)
     if not create_exclusively(fs, final, meta.to_json().encode("utf-8")):
         try:
-            holder = CheckpointMetadata.from_json(fs.cat_file(final), location=fs.unstrip_protocol(folder)).run_id
+            holder = read_metadata(fs, folder).run_id
         except (CheckpointFormatError, OSError):
             holder = "unknown"
         raise SnapshotExists(
@@ -55,7 +56,9 @@ def create_exclusively(fs: fsspec.AbstractFileSystem, path: str, data: bytes) ->
     """Create ``path`` with ``data`` in one step unless it exists; False if it does.
 
     Local disks: write a temporary file and hard-link it into place (``link`` fails if the name exists, and
-    readers never see half a file). Object stores: a conditional put (``If-None-Match: *`` on S3).
+    readers never see half a file). Object stores: a conditional put (``If-None-Match: *`` on S3). A create
+    that finds the object already there with exactly ``data`` counts as this writer's own: s3fs retries a PUT
+    whose response was lost, and the retry then sees 412 for its own first write.
     """
     if isinstance(fs, LocalFileSystem):
         temporary = f"{path}.{uuid.uuid4().hex}.tmp"
@@ -63,15 +66,84 @@ def create_exclusively(fs: fsspec.AbstractFileSystem, path: str, data: bytes) ->
         try:
             os.link(temporary, path)
         except FileExistsError:
-            return False
+            return _already_ours(fs, path, data)
         finally:
             os.unlink(temporary)
         return True
     try:
         fs.pipe_file(path, data, mode="create")
     except FileExistsError:
-        return False
+        return _already_ours(fs, path, data)
     return True
+
+
+def _already_ours(fs: fsspec.AbstractFileSystem, path: str, data: bytes) -> bool:
+    try:
+        return fs.size(path) == len(data) and fs.cat_file(path) == data
+    except FileNotFoundError:
+        return False
+
+
+def _checks_then_writes(fs: fsspec.AbstractFileSystem) -> bool:
+    """Does ``fs`` create files with fsspec's base ``pipe_file`` (an existence check, then a write)?"""
+    if isinstance(fs, LocalFileSystem):
+        return False
+    if isinstance(fs, AsyncFileSystem):  # s3fs, gcsfs, adlfs: the sync method is generated from _pipe_file
+        return type(fs)._pipe_file is AsyncFileSystem._pipe_file
+    return type(fs).pipe_file is fsspec.AbstractFileSystem.pipe_file
+
+
+def _missing_folders(fs: fsspec.AbstractFileSystem, folder: str) -> list[str]:
+    """Local folders from ``folder`` up that do not exist yet, innermost first (object stores have none)."""
+    if not isinstance(fs, LocalFileSystem):
+        return []
+    missing = []
+    while folder and folder != posixpath.dirname(folder) and not fs.exists(folder):
+        missing.append(folder)
+        folder = posixpath.dirname(folder)
+    return missing
+
+
+class StoreNotExclusive(CheckpointFormatError):
+    """The checkpoint store cannot create a file exclusively, which ``_metadata`` and the lease rely on."""
+
+
+def probe_exclusive_create(fs: fsspec.AbstractFileSystem, folder: str, *, location: str) -> None:
+    """Refuse a store that cannot create a file exclusively (raise ``StoreNotExclusive``); leave no file behind.
+
+    Two creates of one probe object: the second must fail. fsspec's base ``pipe_file`` (HDFS via arrow,
+    webhdfs, sftp, smb, ftp) checks and then writes, which passes that test yet is not exclusive, so it is
+    refused by name; a local mount without hard links (some FUSE filesystems) fails the first create.
+    """
+    advice = (
+        "_metadata, lease epochs and control answers rely on it. Put the checkpoint root on a local or shared "
+        "POSIX disk with hard links, S3 (s3fs), GCS (gcsfs) or Azure (adlfs)"
+    )
+    kind = type(fs).__name__
+    if _checks_then_writes(fs):
+        raise StoreNotExclusive(
+            f"{location}: {kind} cannot create a file exclusively (its create checks, then writes); {advice}"
+        )
+    created = _missing_folders(fs, folder)
+    fs.makedirs(folder, exist_ok=True)
+    probe = posixpath.join(folder, f"exclusive-create-probe-{uuid.uuid4().hex}")
+    try:
+        first = create_exclusively(fs, probe, b"first")
+        second = create_exclusively(fs, probe, b"second")
+    except OSError as exc:
+        raise StoreNotExclusive(f"{location}: {kind} cannot create a file exclusively ({exc}); {advice}") from None
+    finally:
+        try:
+            fs.rm(probe)
+        except FileNotFoundError:
+            pass
+        for made in created:  # innermost first: the probe leaves no folder behind either
+            fs.rmdir(made)
+    if not first or second:
+        raise StoreNotExclusive(
+            f"{location}: {kind} let a second exclusive create of one object succeed (the store ignores "
+            f"If-None-Match or its equivalent); {advice}"
+        )
 
 
 DELETE_THREADS = 8

@@ -129,3 +129,21 @@ def test_killed_task_stops_the_job_gracefully_through_on_kill(tmp_path: Path, la
     assert result["status"] == "cancelled"
     assert result["checkpoint_id"] == completed_checkpoints(root, "orders")[-1]
     assert not any((tmp_path / "out" / "_staging").glob("batch-*")), "everything processed was committed"
+
+
+def test_allow_fresh_start_never_starts_fresh_over_damaged_checkpoints(tmp_path: Path, landing: Landing, capfd):
+    """Damaged checkpoints are not "no checkpoint": the run fails (the runtime exits 3) and names each one."""
+    from spark_checkpoint_runtime.layout import CheckpointStorage
+    from tests.conftest import write_checkpoint
+
+    storage = CheckpointStorage(str(tmp_path / "root"), "orders")
+    for checkpoint_id in (1, 2):
+        write_checkpoint(storage, checkpoint_id, ["state"])
+    (tmp_path / "root" / "orders" / "shared" / "r1" / "state").unlink()
+    landing.add_files(1)
+    run = load_dag("fresh_start_over_damage").test(run_conf=_conf(tmp_path, landing))
+    output = capfd.readouterr()
+    assert task_states(run) == {"restore": "failed"}
+    text = output.out + output.err
+    assert "failed (exit 3)" in text and "has no valid checkpoint (chk-2: missing" in text and "chk-1: missing" in text
+    assert not (tmp_path / "out").exists(), "nothing was published"

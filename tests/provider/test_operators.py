@@ -116,7 +116,7 @@ def test_refusals_fail_fast_with_clear_messages(tmp_path: Path, capfd):
         "bad_job_name": "failed",
     }
     output = capfd.readouterr().out
-    assert "has no valid checkpoint to restore from; set allow_fresh_start=True" in output
+    assert "has no checkpoint to restore from; set allow_fresh_start=True" in output
     assert "Spark connection 'no_such_spark' is not defined" in output
     assert "job name '../escape' is not allowed" in output
     assert not (tmp_path / "escape").exists()

@@ -8,7 +8,11 @@ from pathlib import Path
 
 from airflow.sdk import DAG, Param, task
 
-from airflow_checkpoint_provider.operators import CheckpointedStreamingJobOperator, CheckpointRetentionOperator
+from airflow_checkpoint_provider.operators import (
+    CheckpointedStreamingJobOperator,
+    CheckpointRetentionOperator,
+    RestoreFromCheckpointOperator,
+)
 from airflow_checkpoint_provider.sensors import CheckpointSensor
 
 EXAMPLES = str(Path(__file__).resolve().parents[3] / "examples")
@@ -101,3 +105,17 @@ with DAG(dag_id="killed_and_retried", schedule=None, start_date=datetime(2026, 1
 
 with DAG(dag_id="graceful_stop", schedule=None, start_date=datetime(2026, 1, 1), params=PARAMS):
     job("stream", trigger="continuous", batch_interval="200ms", max_duration="10min")
+
+
+with DAG(dag_id="fresh_start_over_damage", schedule=None, start_date=datetime(2026, 1, 1), params=PARAMS):
+    RestoreFromCheckpointOperator(
+        task_id="restore",
+        allow_fresh_start=True,
+        job_name="orders",
+        checkpoint_root="{{ params.root }}",
+        pipeline="examples.pipelines:running_counts",
+        sink="parquet:{{ params.output }}",
+        output_mode="update",
+        conf=CONF,
+        py_files=[EXAMPLES],
+    )
