@@ -60,6 +60,8 @@ class JobOptions:
     claim_mode: str = "no-claim"
     existing_output: str = "fail"
     stop_timeout: float = 60.0
+    savepoint_targets: str = ""
+    control_retention: float = 7 * 86400.0
     allow_non_restored_state: bool = False
     lease_timeout: float = 30.0
     conf: dict[str, str] = field(default_factory=dict)
@@ -74,6 +76,7 @@ _DURATIONS = {
     "min_pause",
     "lease_timeout",
     "stop_timeout",
+    "control_retention",
 }
 _CHOICES = {
     "trigger": TRIGGERS,
@@ -136,6 +139,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--stop-timeout",
         help="a stop (SIGTERM, SIGINT, stop request) not finished this long after it was asked ends the run "
         "with exit 1, publishing nothing past the last checkpoint (default 60s)",
+    )
+    add(
+        "--savepoint-targets",
+        help="comma-separated folders or URLs a savepoint request's target_directory may lie under (besides the "
+        "job's own checkpoint root); a request for anywhere else is answered 'rejected'",
+    )
+    add(
+        "--control-retention",
+        help="answered requests, answers and run reports in _control/ older than this are deleted (default 7d)",
     )
     add("--run-key", help="caller-chosen key: the run's result goes to _control/runs/KEY.json; stop requests name it")
     add("--conf", action="append", metavar="KEY=VALUE", help="Spark conf for the session (repeatable)")
@@ -274,8 +286,19 @@ def _depth(value: Any, level: int = 1) -> int:
     return level
 
 
+SECRET_KEY_WORDS = ("secret", "password", "token", "credential", ".key")
+
+
+def names_a_secret(key: str) -> bool:
+    """Does a conf key name a secret (``spark.hadoop.fs.s3a.secret.key``, ``...password``, ``...token``)?"""
+    lowered = key.lower()
+    return any(word in lowered for word in SECRET_KEY_WORDS)
+
+
 def redacted(options: JobOptions) -> dict[str, Any]:
-    """Options as a dict fit for logs: storage options (credentials) are left out."""
+    """Options as a dict fit for logs and reports: storage options (credentials) are left out, and the value
+    of every Spark conf whose key names a secret is masked."""
     data = {f.name: getattr(options, f.name) for f in fields(options)}
     data["storage_options"] = sorted(options.storage_options)
+    data["conf"] = {k: "*****" if names_a_secret(k) else v for k, v in options.conf.items()}
     return data

@@ -144,13 +144,18 @@ _DISCARD_ON = {
 }
 
 
+def externalized_retention_discards(policy: str, outcome: str) -> bool:
+    """Does ``policy`` discard the job's checkpoints when a run ends with ``outcome``?"""
+    return outcome in _DISCARD_ON.get(policy, set())
+
+
 def apply_externalized_retention(storage: CheckpointStorage, policy: str, outcome: str) -> list[int]:
     """Discard the job's checkpoints (never savepoints) if ``policy`` says so for ``outcome``.
 
     ``outcome`` is ``finished`` (available-now drained), ``cancelled`` (stopped on request) or ``failed``.
     Returns the ids deleted.
     """
-    if outcome not in _DISCARD_ON.get(policy, set()):
+    if not externalized_retention_discards(policy, outcome):
         return []
     ids = storage.checkpoint_ids()
     storage.discard_checkpoints(ids)

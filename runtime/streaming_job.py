@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
+import posixpath
 import threading
 import time
 import uuid
@@ -23,9 +25,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from fsspec.core import split_protocol
+
 from spark_checkpoint_runtime import faults
 from spark_checkpoint_runtime.coordinator import CheckpointConfig, CheckpointCoordinator
-from spark_checkpoint_runtime.errors import ExistingOutput, JobFailed, PipelineError
+from spark_checkpoint_runtime.errors import ExistingOutput, JobFailed, LeaseLost, PipelineError
 from spark_checkpoint_runtime.fingerprint import plan_fingerprint
 from spark_checkpoint_runtime.layout import (
     CheckpointFormatError,
@@ -46,7 +50,7 @@ from spark_checkpoint_runtime.restore import (
     resolve_restore_point,
     starts_new_branch,
 )
-from spark_checkpoint_runtime.retention import apply_externalized_retention
+from spark_checkpoint_runtime.retention import apply_externalized_retention, externalized_retention_discards
 from spark_checkpoint_runtime.sinks import Sink, highest_published_id, load_sink
 from spark_checkpoint_runtime.snapshot import StoredFiles, materialize
 from spark_checkpoint_runtime.state_files import UnsupportedStateStore
@@ -298,6 +302,12 @@ class StreamingJob:
         )
         outcome = "failed"
         control = ControlChannel(storage)
+        try:
+            pruned = control.prune(opts.control_retention)
+            if pruned:
+                log.info("pruned %d settled file(s) from _control/", pruned)
+        except Exception:  # housekeeping: the next run tries again
+            log.warning("could not prune _control/", exc_info=True)
         coordinator.start()
         try:
             if rewind:
@@ -307,12 +317,21 @@ class StreamingJob:
             outcome, final = self._run_query(spark, df, sink, coordinator, working, control, lease)
         finally:
             coordinator.shutdown()
-            if not lease.lost:
-                apply_externalized_retention(storage, opts.externalized_retention, outcome)
+            self._externalized_retention(storage, lease, outcome)
             if self._spark is None:
                 spark.stop()  # drains the listener bus before Python's callback server goes away
         working.remove()
         return self._result(storage, point, coordinator, final, outcome)
+
+    def _externalized_retention(self, storage: CheckpointStorage, lease: JobLease, outcome: str) -> None:
+        """Flink's externalized-checkpoint policy, only while this run still holds the job (it deletes)."""
+        if not externalized_retention_discards(self.options.externalized_retention, outcome):
+            return
+        try:
+            lease.confirm(f"--externalized-retention {self.options.externalized_retention}")
+        except LeaseLost:
+            return  # another run holds the job: its checkpoints are not ours to delete
+        apply_externalized_retention(storage, self.options.externalized_retention, outcome)
 
     # --- steps ------------------------------------------------------------------------------------
     def _materialize(self, point: RestorePoint, working: WorkingCopy, restored_operators: int | None) -> None:
@@ -403,8 +422,9 @@ class StreamingJob:
             if claimed and meta.kind == "checkpoint":
                 # CLAIM: the job owns the savepoint it restored; once a checkpoint of its own exists, it goes.
                 claimed = False
+                lease.confirm("deleting the claimed savepoint")
                 log.info("--claim-mode claim: deleting the restored savepoint %s", point.url)
-                SavepointFolder(point.url, self.options.storage_options).discard()
+                SavepointFolder(point.url, self.options.storage_options).discard_listed(point.metadata)
 
         return on_completed
 
@@ -540,6 +560,7 @@ class StreamingJob:
                 self.request_stop()
                 continue
             try:
+                self._check_savepoint_target(coordinator.storage, request.target_directory)
                 folder = coordinator.storage.default_savepoint_folder(request.trigger_id, request.target_directory)
             except CheckpointFormatError as exc:
                 control.respond(request.trigger_id, {"status": "rejected", "reason": str(exc)})
@@ -583,6 +604,21 @@ class StreamingJob:
         self.savepoint = outcome.result
         self.savepoint_url = folder.url
         return outcome.result
+
+    def _check_savepoint_target(self, storage: CheckpointStorage, target: str | None) -> None:
+        """A savepoint may go under the job's checkpoint root or a ``--savepoint-targets`` prefix, nowhere else:
+        whoever can write a request must not make the job write its state anywhere it likes."""
+        if target is None:
+            return
+        allowed = [storage.root_url, *(t.strip() for t in self.options.savepoint_targets.split(",") if t.strip())]
+        wanted = _normalized_location(target)
+        for prefix in map(_normalized_location, allowed):
+            if wanted == prefix or wanted.startswith(prefix.rstrip("/") + "/"):
+                return
+        raise CheckpointFormatError(
+            f"target_directory {target!r} is not under the job's checkpoint root or a --savepoint-targets prefix "
+            f"({', '.join(allowed)}); start the job with --savepoint-targets to allow it"
+        )
 
     def _savepoint_and_stop(
         self, control: ControlChannel, coordinator: CheckpointCoordinator, working: WorkingCopy
@@ -659,6 +695,15 @@ class StreamingJob:
             "savepoint_path": self.savepoint_url,
             "savepoint_id": self.savepoint.id if self.savepoint else None,
         }
+
+
+def _normalized_location(location: str) -> str:
+    """``protocol://normalized/path`` for comparing locations (``..`` resolved, plain paths are ``file``)."""
+    protocol, path = split_protocol(location.strip())
+    protocol = protocol or "file"
+    if protocol == "file":
+        path = os.path.abspath(path)
+    return f"{protocol}://{posixpath.normpath(path)}"
 
 
 def _first_line(text: str) -> str:

@@ -1,6 +1,7 @@
 """Spark's working checkpoint folder for one run (Flink's task-local state).
 
-Each run gets a fresh folder ``<working-dir>/<job>/<run-id>/spark``: Spark's ``checkpointLocation``. It is
+Each run gets a fresh folder ``<working-dir>/<job>/<run-id>/spark`` (without ``--working-dir``: a private
+temporary folder with an unpredictable name), created with mode 700: Spark's ``checkpointLocation``. It is
 never reused across runs, so stale state files of a later batch cannot leak into a restore. On a local
 disk, a capture is frozen with hard links (instant, and immune to Spark cleaning old files while the
 upload runs); on shared storage (HDFS, object storage) files are read in place.
@@ -19,16 +20,20 @@ from fsspec.implementations.local import LocalFileSystem
 
 from spark_checkpoint_runtime.layout import relative_to
 
-DEFAULT_WORKING_DIR = os.path.join(tempfile.gettempdir(), "airflow-checkpoint-provider", "work")
-
 
 class WorkingCopy:
     """The folders of one run: Spark's checkpoint location and frozen captures."""
 
     def __init__(self, working_dir: str | None, job_name: str, run_id: str):
         self.fs: fsspec.AbstractFileSystem
-        self.fs, base = url_to_fs(working_dir or DEFAULT_WORKING_DIR)
-        self.run_path = posixpath.join(base, job_name, run_id)
+        self._private_temporary = not working_dir
+        if working_dir:
+            self.fs, base = url_to_fs(working_dir)
+            self.run_path = posixpath.join(base, job_name, run_id)
+        else:
+            # Never a predictable /tmp path: another local user could plant files or links there first.
+            self.fs = LocalFileSystem()
+            self.run_path = tempfile.mkdtemp(prefix=f"checkpointed-{job_name}-")  # mode 700
         self.spark_path = posixpath.join(self.run_path, "spark")
         self.frozen_path = posixpath.join(self.run_path, "frozen")
 
@@ -42,8 +47,12 @@ class WorkingCopy:
         return self.spark_path if self.is_local else self.fs.unstrip_protocol(self.spark_path)
 
     def create(self) -> None:
-        if self.fs.exists(self.run_path):
+        if not self._private_temporary and self.fs.exists(self.run_path):
             raise FileExistsError(f"working folder {self.run_path} already exists; run ids must be unique")
+        if self.is_local:
+            os.makedirs(posixpath.dirname(self.run_path), exist_ok=True)
+            os.makedirs(self.run_path, mode=0o700, exist_ok=self._private_temporary)
+            os.chmod(self.run_path, 0o700)  # whatever the umask: state and source data stay the job's own
         self.fs.makedirs(self.spark_path, exist_ok=True)
 
     def listing(self) -> dict[str, int]:

@@ -275,7 +275,8 @@ def test_a_relocated_savepoint_with_a_larger_id_restored_twice_keeps_exactly_onc
     first checkpoint), then drains from latest. Ids never repeat in the sink and every row is published once."""
     output, log = tmp_path / "out", tmp_path / "job.log"
     settings = {"sink": f"parquet:{output}", "trigger": "continuous", "batch_interval": "200ms", "num_retained": "3"}
-    v1 = job_args("orders-v1", tmp_path / "root", tmp_path / "work", landing, **settings)
+    elsewhere = {"savepoint_targets": str(tmp_path / "elsewhere")}
+    v1 = job_args("orders-v1", tmp_path / "root", tmp_path / "work", landing, **settings, **elsewhere)
     v2 = job_args("orders-v2", tmp_path / "root", tmp_path / "work", landing, **settings)
     first = CheckpointStorage(str(tmp_path / "root"), "orders-v1")
     second = CheckpointStorage(str(tmp_path / "root"), "orders-v2")

@@ -54,6 +54,7 @@ def test_savepoint_upgrade_lifecycle(spark, tmp_path: Path, landing: Landing):
         trigger="continuous",
         batch_interval="200ms",
         checkpoint_interval="1s",
+        savepoint_targets=str(tmp_path / "targets"),  # savepoints may go there, besides the checkpoint root
     )
     v1 = start_module(v1_args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     control = ControlChannel(CheckpointStorage(str(root), "counts"))

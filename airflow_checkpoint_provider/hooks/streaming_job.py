@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import threading
-import time
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -117,22 +115,3 @@ class StreamingJobHook(BaseHook):
     @property
     def process(self) -> subprocess.Popen | None:
         return getattr(self._submit_hook, "_submit_sp", None) if self._submit_hook else None
-
-    def wait_for_exit(self, timeout: float) -> bool:
-        """Wait for spark-submit to exit, draining its output so it cannot block on a full pipe."""
-        process = self.process
-        if process is None or process.poll() is not None:
-            return True
-        if process.stdout is not None:
-            threading.Thread(target=lambda: [None for _ in process.stdout], daemon=True).start()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                return True
-            time.sleep(0.2)
-        return False
-
-    def kill(self) -> None:
-        """Kill spark-submit (and what SparkSubmitHook knows to kill on the cluster)."""
-        if self._submit_hook is not None:
-            self._submit_hook.on_kill()

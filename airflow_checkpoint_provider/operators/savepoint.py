@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Sequence
 from datetime import timedelta
@@ -14,7 +13,7 @@ from airflow.sdk.exceptions import AirflowException
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
 from airflow_checkpoint_provider.triggers.savepoint import SavepointTrigger
 from spark_checkpoint_runtime.durations import parse_duration
-from spark_checkpoint_runtime.layout import TERMINAL_STATUSES
+from spark_checkpoint_runtime.layout import TERMINAL_STATUSES, key_from
 
 
 class SavepointOperator(BaseOperator):
@@ -61,7 +60,7 @@ class SavepointOperator(BaseOperator):
 
     def trigger_id(self, context: Context) -> str:
         ti = context["ti"]
-        return re.sub(r"[^A-Za-z0-9._-]+", "-", f"{ti.dag_id}.{ti.task_id}.{ti.run_id}")[:200]
+        return key_from(f"{ti.dag_id}.{ti.task_id}.{ti.run_id}")
 
     def execute(self, context: Context) -> str:
         stop = self.stop if isinstance(self.stop, bool) else str(self.stop).strip().lower() == "true"

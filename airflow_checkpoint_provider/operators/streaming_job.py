@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import tempfile
 from collections.abc import Sequence
 from datetime import datetime
@@ -14,7 +13,7 @@ from airflow.sdk.exceptions import AirflowException
 
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
 from airflow_checkpoint_provider.hooks.streaming_job import StreamingJobHook
-from spark_checkpoint_runtime.layout import CheckpointFormatError
+from spark_checkpoint_runtime.layout import CheckpointFormatError, key_from
 from spark_checkpoint_runtime.options import OptionsError, options_from_mapping
 
 # Runtime options the operator passes through when set (snake_case names, as the runtime accepts them).
@@ -32,12 +31,14 @@ _PASSED_OPTIONS = (
     "num_retained",
 )
 
+# Never from runtime_options: they would land on spark-submit's command line, which is logged.
+_NOT_RUNTIME_OPTIONS = {"storage_options", "spec"}
+
 
 def run_key_of(context: Context) -> str:
     """A key naming this task try, safe as a file name: the runtime reports under it and obeys stops for it."""
     ti = context["ti"]
-    raw = f"{ti.dag_id}.{ti.task_id}.{ti.run_id}.{getattr(ti, 'map_index', -1)}.try{ti.try_number}"
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", raw)[:200]
+    return key_from(f"{ti.dag_id}.{ti.task_id}.{ti.run_id}.{getattr(ti, 'map_index', -1)}.try{ti.try_number}")
 
 
 class CheckpointedStreamingJobOperator(BaseOperator):
@@ -65,7 +66,8 @@ class CheckpointedStreamingJobOperator(BaseOperator):
     :param env_vars: environment for spark-submit (templated).
     :param storage_conn_id: ``checkpoint_storage`` connection with fsspec storage options, if needed.
     :param runtime_options: any other runtime option, e.g. ``{"min_pause": "5s", "tolerable_failed_checkpoints": 2}``.
-    :param stop_timeout: seconds ``on_kill`` waits for a graceful stop before killing spark-submit.
+    :param stop_timeout: seconds a graceful stop may take once asked (``on_kill``, SIGTERM); the runtime ends
+        the run past it (``--stop-timeout``), publishing nothing beyond its last checkpoint.
     """
 
     template_fields: Sequence[str] = (
@@ -132,8 +134,15 @@ class CheckpointedStreamingJobOperator(BaseOperator):
     def runtime_values(self, restore_from: str, run_key: str) -> dict[str, Any]:
         """The runtime options for this try, validated by the runtime's own rules."""
         values = {name: getattr(self, name) for name in _PASSED_OPTIONS if getattr(self, name) not in (None, "")}
+        smuggled = sorted(set(self.runtime_options) & _NOT_RUNTIME_OPTIONS)
+        if smuggled:
+            raise AirflowException(
+                f"{self.task_id}: runtime_options may not set {', '.join(smuggled)}: storage options and credentials "
+                "come from the storage connection (storage_conn_id) and travel in a private spec file, never on "
+                "spark-submit's command line"
+            )
         values.update({k: v for k, v in self.runtime_options.items() if v not in (None, "")})
-        values.update(restore_from=restore_from, run_key=run_key)
+        values.update(restore_from=restore_from, run_key=run_key, stop_timeout=f"{float(self.stop_timeout):g}s")
         try:
             options_from_mapping(values)
         except (OptionsError, CheckpointFormatError) as exc:
@@ -185,22 +194,24 @@ class CheckpointedStreamingJobOperator(BaseOperator):
         return {**report, "run_key": self._run_key}
 
     def on_kill(self) -> None:
-        """Stop gracefully (finish the batch, final checkpoint, commit); kill only if that times out."""
+        """Start a graceful stop and return at once: Airflow 3 sends SIGKILL about 5 s after SIGTERM.
+
+        Writes the stop request to ``_control/`` (it reaches the job on any master) and sends SIGTERM to
+        spark-submit (the runtime's JVM hook turns it into the same graceful stop). The job finishes its batch,
+        takes a final checkpoint and commits; the runtime's own ``--stop-timeout`` bounds that, so spark-submit
+        never outlives the stop timeout even when this task process is gone.
+        """
         hook = self._job_hook
         if hook is None or hook.process is None or hook.process.poll() is not None:
             return
         try:
             self.storage_hook.control(self.checkpoint_root, self.job_name).request(
-                f"stop-{self._run_key}", "stop", self._run_key
+                key_from(f"stop-{self._run_key}"), "stop", self._run_key
             )
-            self.log.info("asked job %r to stop gracefully; waiting up to %ss", self.job_name, self.stop_timeout)
         except Exception:
-            self.log.exception("could not write the stop request; killing spark-submit")
-            hook.kill()
-            return
-        if not hook.wait_for_exit(self.stop_timeout):
-            self.log.warning("job %r did not stop within %ss; killing spark-submit", self.job_name, self.stop_timeout)
-            hook.kill()
+            self.log.exception("could not write the stop request; SIGTERM alone stops the job")
+        hook.process.terminate()
+        self.log.info("asked job %r to stop gracefully (within %ss)", self.job_name, self.stop_timeout)
 
 
 class RestoreFromCheckpointOperator(CheckpointedStreamingJobOperator):

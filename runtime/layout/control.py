@@ -13,6 +13,7 @@ from spark_checkpoint_runtime.layout.errors import CheckpointFormatError
 from spark_checkpoint_runtime.layout.job_storage import CheckpointStorage
 from spark_checkpoint_runtime.layout.metadata import now_ms
 from spark_checkpoint_runtime.layout.names import validate_key
+from spark_checkpoint_runtime.layout.store import delete_each, modified_time
 from spark_checkpoint_runtime.layout.untrusted import int_field, read_json_object
 
 log = logging.getLogger(__name__)
@@ -197,15 +198,62 @@ class ControlChannel:
         Raises ``LookupError`` when no run of the job has a fresh heartbeat (nothing would answer).
         """
         previous = self.response(trigger_id)
+        live = self.live_runs()
+        if previous is not None and previous.get("status") == "in_progress":
+            if not any(beat.get("run_id") == previous.get("run_id") for beat in live):
+                # The run that took it on is gone (killed mid-savepoint): the answer expires and the same
+                # trigger id is asked again, so a retry gets a savepoint rather than a promise nobody keeps.
+                self._remove([self._path("responses", trigger_id), self._path("requests", trigger_id)])
+                previous = None
         if previous is not None:
             return previous
-        if not self.live_runs():
+        if not live:
             raise LookupError(
                 f"no running job {self.storage.job_name!r} under {self.storage.root_url} (no heartbeat in the "
                 f"last {HEARTBEAT_STALE_SECONDS:.0f} s); start the job first"
             )
         self.request(trigger_id, "savepoint", stop=stop, target_directory=target_directory)
         return None
+
+    def prune(self, older_than_s: float, *, now_ms_: int | None = None) -> int:
+        """Delete settled control files older than ``older_than_s``: answered requests with their answers, and
+        run reports. A request addressed to a run key whose run has reported is settled too. Returns the count.
+        """
+        now = now_ms_ if now_ms_ is not None else now_ms()
+        ages = {kind: self._ages(kind) for kind in ("requests", "responses", "runs")}
+        old = {
+            kind: {name for name, age in found.items() if now - age > older_than_s * 1000}
+            for kind, found in ages.items()
+        }
+        doomed = [self._path("responses", name) for name in old["responses"]]
+        doomed += [self._path("requests", name) for name in old["requests"] if name in ages["responses"]]
+        doomed += [self._path("runs", name) for name in old["runs"]]
+        for name in old["requests"] - set(ages["responses"]):
+            try:
+                request = _checked_request(name, self._read(self._path("requests", name)) or {})
+            except (CheckpointFormatError, TypeError, ValueError):
+                continue  # the runtime answers malformed requests with "rejected"; leave that to it
+            if request.run_key is not None and request.run_key in ages["runs"]:
+                doomed.append(self._path("requests", name))
+        self._remove(doomed)
+        return len(doomed)
+
+    def _ages(self, kind: str) -> dict[str, float]:
+        """Key -> modification time (epoch ms, as the store reports it) of every file under ``kind``."""
+        try:
+            entries = self.fs.ls(posixpath.join(self.base, kind), detail=True)
+        except FileNotFoundError:
+            return {}
+        found = {}
+        for entry in entries:
+            base = posixpath.basename(entry["name"])
+            modified = modified_time(entry)
+            if base.endswith(".json") and modified is not None:
+                found[base[: -len(".json")]] = modified * 1000
+        return found
+
+    def _remove(self, paths: list[str]) -> None:
+        delete_each(self.fs, paths, recursive=False)
 
     def respond(self, trigger_id: str, payload: dict[str, Any]) -> None:
         self._write(self._path("responses", trigger_id), payload)

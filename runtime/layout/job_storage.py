@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+import os
 import posixpath
 from collections.abc import Iterator
 from typing import Any
 
 import fsspec
 from fsspec.core import split_protocol
+from fsspec.implementations.local import LocalFileSystem
 
 from spark_checkpoint_runtime.layout.errors import CheckpointFormatError, DamagedCheckpoint, NoValidCheckpoint
 from spark_checkpoint_runtime.layout.metadata import (
@@ -203,7 +205,7 @@ class CheckpointStorage:
 
     def discard_savepoint(self, name: str) -> None:
         """Delete a savepoint folder, ``_metadata`` first."""
-        discard_folders(self.fs, [self.savepoint_path(name)])
+        discard_folders(self.fs, self.inside_job([self.savepoint_path(name)]))
 
     # --- _metadata -------------------------------------------------------------------------------
     def read_metadata_at(self, folder: str, fs: fsspec.AbstractFileSystem | None = None) -> CheckpointMetadata:
@@ -247,11 +249,29 @@ class CheckpointStorage:
 
     def discard_checkpoints(self, checkpoint_ids: list[int]) -> None:
         """Delete many checkpoint folders, every ``_metadata`` first (see ``discard_folders``)."""
-        discard_folders(self.fs, [self.checkpoint_path(i) for i in checkpoint_ids])
+        discard_folders(self.fs, self.inside_job([self.checkpoint_path(i) for i in checkpoint_ids]))
 
     def delete_job_files(self, relatives: list[str]) -> None:
         """Delete many job-relative files (shared files nothing references any more), several at a time."""
-        delete_each(self.fs, [self.job_file(relative) for relative in relatives], recursive=False)
+        delete_each(self.fs, self.inside_job([self.job_file(relative) for relative in relatives]), recursive=False)
+
+    def inside_job(self, paths: list[str]) -> list[str]:
+        """``paths`` that really lie inside the job folder; a path that a symlink leads out of it is skipped.
+
+        Deletes go through here: ``shared/`` or a ``chk-<N>`` folder that is a link to elsewhere (planted, or a
+        mistake) must never make retention delete files outside the job folder.
+        """
+        if not isinstance(self.fs, LocalFileSystem):
+            return paths  # object stores have no links
+        home = os.path.realpath(self.job_path)
+        inside = []
+        for path in paths:
+            real = os.path.realpath(path)
+            if real == home or real.startswith(home.rstrip("/") + "/"):
+                inside.append(path)
+            else:
+                log.error("not deleting %s: it leads out of the job folder (to %s)", path, real)
+        return inside
 
     def withdraw_checkpoint_metadata(self, checkpoint_id: int, run_id: str) -> None:
         """Delete ``chk-<N>/_metadata`` if run ``run_id`` wrote it (a run that lost the job takes it back)."""

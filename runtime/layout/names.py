@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import posixpath
 import re
 
@@ -63,11 +64,29 @@ def safe_relative_path(path: str, *, context: str) -> str:
     return normalized
 
 
+MAX_KEY_LENGTH = 200
+
+
 def validate_key(key: str, what: str) -> str:
-    """Trigger ids and run keys become file names: the job-name rules apply."""
+    """Trigger ids and run keys become file names: the job-name rules apply, at most ``MAX_KEY_LENGTH``."""
     if not isinstance(key, str) or not JOB_NAME_PATTERN.match(key) or set(key) == {"."}:
         raise CheckpointFormatError(f"{what} {key!r} is not allowed: use only letters, digits, '.', '_' and '-'")
+    if len(key) > MAX_KEY_LENGTH:
+        raise CheckpointFormatError(f"{what} {key[:40]!r}... is {len(key)} characters; at most {MAX_KEY_LENGTH}")
     return key
+
+
+def key_from(text: str) -> str:
+    """A valid trigger id or run key made from any text (Airflow's dag, task and run ids).
+
+    Characters outside the key rules become ``-``; a result longer than ``MAX_KEY_LENGTH`` keeps its start and
+    ends with a hash of the whole text, so two long ids that share a prefix never map to one key.
+    """
+    key = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip(".") or "key"
+    if len(key) <= MAX_KEY_LENGTH:
+        return key
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    return f"{key[: MAX_KEY_LENGTH - len(digest) - 1]}-{digest}"
 
 
 def relative_to(path: str, base: str) -> str:

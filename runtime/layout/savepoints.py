@@ -14,7 +14,7 @@ from spark_checkpoint_runtime.layout.metadata import (
     read_metadata,
 )
 from spark_checkpoint_runtime.layout.names import METADATA_FILE, relative_to, safe_relative_path
-from spark_checkpoint_runtime.layout.store import discard_folders, open_url, write_metadata_atomically
+from spark_checkpoint_runtime.layout.store import delete_each, discard_folders, open_url, write_metadata_atomically
 from spark_checkpoint_runtime.layout.untrusted import UntrustedJson, read_json_object
 
 
@@ -90,3 +90,24 @@ class SavepointFolder:
     def discard(self) -> None:
         """Delete the savepoint, ``_metadata`` first."""
         discard_folders(self.fs, [self.path])
+
+    def discard_listed(self, meta: CheckpointMetadata) -> None:
+        """Delete only what the savepoint's ``_metadata`` lists (``_metadata`` first), then emptied folders.
+
+        CLAIM mode: the job owns the files of the savepoint it restored, not whatever else sits in that folder.
+        """
+        delete_each(self.fs, [posixpath.join(self.path, METADATA_FILE)], recursive=False)
+        listed = [self.file_path(entry.path) for entry in meta.files]
+        delete_each(self.fs, listed, recursive=False)
+        folders = {self.path}
+        for path in listed:  # every folder between a listed file and the savepoint folder, deepest first
+            parent = posixpath.dirname(path)
+            while len(parent) > len(self.path) and parent not in folders:
+                folders.add(parent)
+                parent = posixpath.dirname(parent)
+        for folder in sorted(folders, key=len, reverse=True):
+            try:
+                if not self.fs.ls(folder, detail=False):
+                    self.fs.rmdir(folder)
+            except (FileNotFoundError, OSError):
+                continue

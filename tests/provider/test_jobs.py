@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import psutil
@@ -107,11 +108,23 @@ def test_task_killed_mid_job_is_retried_and_restores_from_latest(tmp_path: Path,
     assert ids == _landed_ids(landing), "nothing lost, nothing twice"
 
 
-def test_killed_task_stops_the_job_gracefully_through_on_kill(tmp_path: Path, landing: Landing):
-    """SIGTERM to the task process (what a worker does to a killed task) runs the operator's on_kill:
-    a stop request in _control/, then the job finishes its batch, checkpoints, commits and exits 0."""
+def test_killed_task_stops_the_job_gracefully_through_on_kill(tmp_path: Path, landing: Landing, monkeypatch):
+    """SIGTERM to the task process (what Airflow 3's supervisor sends, SIGKILL following about 5 s later) runs
+    the operator's on_kill through the task runner's handler: it asks for the stop and returns at once; the job
+    finishes its batch, checkpoints, commits and exits 0, and spark-submit does not outlive the task."""
+    from airflow_checkpoint_provider.operators import CheckpointedStreamingJobOperator
+
     landing.add_files(6)
     root = tmp_path / "root"
+    took: list[float] = []
+    on_kill = CheckpointedStreamingJobOperator.on_kill
+
+    def timed_on_kill(self) -> None:
+        started = time.monotonic()
+        on_kill(self)
+        took.append(time.monotonic() - started)
+
+    monkeypatch.setattr(CheckpointedStreamingJobOperator, "on_kill", timed_on_kill)
 
     def terminate_task() -> None:
         handler = signal.getsignal(signal.SIGTERM)
@@ -128,7 +141,12 @@ def test_killed_task_stops_the_job_gracefully_through_on_kill(tmp_path: Path, la
     result = xcom(run, "stream")
     assert result["status"] == "cancelled"
     assert result["checkpoint_id"] == completed_checkpoints(root, "orders")[-1]
-    assert not any((tmp_path / "out" / "_staging").glob("batch-*")), "everything processed was committed"
+    assert not list((tmp_path / "out" / "_staging").rglob("part-*")), "everything processed was committed"
+    assert took and took[0] < 2.0, f"on_kill must return at once, took {took}"
+    alive = [
+        p.info["pid"] for p in psutil.process_iter(["pid", "cmdline"]) if str(root) in " ".join(p.info["cmdline"] or [])
+    ]
+    assert not alive, f"spark-submit outlived the task: {alive}"
 
 
 def test_allow_fresh_start_never_starts_fresh_over_damaged_checkpoints(tmp_path: Path, landing: Landing, capfd):
