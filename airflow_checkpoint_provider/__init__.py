@@ -9,4 +9,6 @@
 Everything about the on-disk format comes from the runtime's ``spark_checkpoint_runtime.layout``.
 """
 
-__version__ = "0.1.0"
+from spark_checkpoint_runtime import __version__
+
+__all__ = ["__version__"]

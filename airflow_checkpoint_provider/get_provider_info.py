@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from spark_checkpoint_runtime import __version__
+
 
 def get_provider_info() -> dict[str, Any]:
     """What ``airflow providers list`` and the connection form know about this provider."""
@@ -11,7 +13,7 @@ def get_provider_info() -> dict[str, Any]:
         "package-name": "airflow-checkpoint-provider",
         "name": "Checkpoints for Spark Structured Streaming",
         "description": "Flink-grade checkpoints, retention and restore for Spark Structured Streaming jobs.",
-        "versions": ["0.1.0"],
+        "versions": [__version__],
         "integrations": [
             {
                 "integration-name": "Spark Structured Streaming checkpoints",

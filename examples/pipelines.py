@@ -48,3 +48,20 @@ def running_counts_with_label(spark: Any) -> Any:
     from pyspark.sql import functions as F
 
     return running_counts(spark).withColumn("label", F.concat(F.col("key"), F.lit(":"), F.col("count")))
+
+
+def slow_events(spark: Any) -> Any:
+    """``events`` where every row takes ``spark.example.slowMsPerRow`` ms (default 500): a batch that is
+    still running when a stop arrives (used to show a stop bounded by ``--stop-timeout``)."""
+    import time
+
+    from pyspark.sql import functions as F
+
+    pause = int(spark.conf.get("spark.example.slowMsPerRow", "500")) / 1000
+
+    @F.udf("long")
+    def slowly(value: int) -> int:
+        time.sleep(pause)
+        return value
+
+    return events(spark).withColumn("value", slowly(F.col("value")))

@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -92,3 +93,38 @@ def test_a_supervisors_stop_signal_stops_spark_submit_gracefully(tmp_path: Path,
     published = [row["id"] for row in published_rows(output)]
     assert len(published) == len(set(published)) == result["rows"] > 0, "everything processed is committed, once"
     assert not list((output / "_staging").rglob("part-*"))
+
+
+def test_a_stop_that_outlasts_the_stop_timeout_exits_non_zero_and_publishes_nothing_more(
+    tmp_path: Path, landing: Landing
+):
+    """A batch still running past --stop-timeout: the run ends with exit 1 by its own deadline, nothing after
+    its last completed checkpoint is published, and the next run restores and publishes every row once."""
+    root, output, log = tmp_path / "root", tmp_path / "out", tmp_path / "job.log"
+    landing.add_files(1, rows=4)
+    base = job_args(
+        "slow",
+        root,
+        tmp_path / "work",
+        landing,
+        pipeline="examples.pipelines:slow_events",
+        sink=f"parquet:{output}",
+        trigger="continuous",
+        checkpoint_interval="1ms",
+        stop_timeout="3s",
+    )
+    process = spark_submit([*base, "--conf", "spark.example.slowMsPerRow=4000"], log)
+    wait_for(lambda: completed_checkpoints(root, "slow"), 240, "first checkpoint", process)
+    published_before = sorted(row["id"] for row in published_rows(output))
+    landing.add_files(1, rows=4)  # the next batch: 2 rows per partition, 8 s at least
+    time.sleep(4)  # it is running now
+    started = time.monotonic()
+    os.kill(process.pid, signal.SIGTERM)
+    assert process.wait(timeout=60) == 1, log.read_text(errors="replace")[-3000:]
+    assert time.monotonic() - started < 20, "the runtime's own deadline ended the run"
+    assert "did not stop within --stop-timeout 3" in log.read_text(errors="replace")
+    assert sorted(row["id"] for row in published_rows(output)) == published_before, "nothing more published"
+    drain = [a if a != "continuous" else "available-now" for a in base]
+    assert spark_submit(drain, log).wait(timeout=300) == 0, log.read_text(errors="replace")[-3000:]
+    published = [row["id"] for row in published_rows(output)]
+    assert sorted(published) == sorted(row["id"] for row in landing.rows)

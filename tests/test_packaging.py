@@ -100,3 +100,29 @@ def test_a_clean_venv_imports_the_runtime_by_its_own_name_and_airflow_lists_the_
         timeout=120,
     )
     assert script.returncode == 0 and "Traceback" not in script.stderr, script.stdout + script.stderr
+
+
+def test_the_provider_info_matches_airflows_schema_and_every_class_it_names_imports(wheel):
+    import importlib
+    import json
+
+    import airflow
+    import jsonschema
+
+    from airflow_checkpoint_provider.get_provider_info import get_provider_info
+
+    info = get_provider_info()
+    schema = json.loads((Path(airflow.__file__).parent / "provider_info.schema.json").read_text())
+    jsonschema.validate(info, schema)
+    modules = [
+        m for kind in ("hooks", "operators", "sensors", "triggers") for i in info[kind] for m in i["python-modules"]
+    ]
+    classes = [c["hook-class-name"] for c in info["connection-types"]]
+    for module in modules:
+        importlib.import_module(module)
+    for dotted in classes:
+        module, _, name = dotted.rpartition(".")
+        assert hasattr(importlib.import_module(module), name), dotted
+    # One version, written once (spark_checkpoint_runtime.__version__): the wheel and Airflow see the same.
+    version = wheel.name.split("-")[1]
+    assert info["versions"] == [version]
