@@ -68,7 +68,7 @@ class JobOptions:
     storage_options: dict[str, Any] = field(default_factory=dict)
 
 
-_DURATIONS = {
+RUNTIME_DURATIONS = {
     "batch_interval",
     "max_duration",
     "checkpoint_interval",
@@ -222,7 +222,7 @@ def options_from_mapping(values: dict[str, Any]) -> JobOptions:
     for key, choices in _CHOICES.items():
         if key in values and values[key] not in choices:
             raise OptionsError(f"--{key.replace('_', '-')} {values[key]!r} is not one of {', '.join(choices)}")
-    for key in _DURATIONS & set(values):
+    for key in RUNTIME_DURATIONS & set(values):
         try:
             values[key] = parse_duration(values[key], name=f"--{key.replace('_', '-')}")
         except ValueError as exc:

@@ -8,8 +8,8 @@ from typing import Any
 
 from airflow.sdk import BaseOperator, Context
 
+from airflow_checkpoint_provider.durations import Duration, optional_seconds, to_seconds
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
-from spark_checkpoint_runtime.durations import parse_duration
 from spark_checkpoint_runtime.retention import apply_job_retention, plan_job_retention
 
 
@@ -42,8 +42,8 @@ class CheckpointRetentionOperator(BaseOperator):
         checkpoint_root: str,
         num_retained: int = 3,
         savepoint_max_count: int | None = None,
-        savepoint_max_age: str | None = None,
-        orphan_grace_period: str = "1h",
+        savepoint_max_age: Duration | None = None,
+        orphan_grace_period: Duration = "1h",
         dry_run: bool = False,
         storage_conn_id: str | None = None,
         **kwargs: Any,
@@ -65,10 +65,8 @@ class CheckpointRetentionOperator(BaseOperator):
             storage,
             num_retained=int(self.num_retained),
             savepoint_max_count=self.savepoint_max_count,
-            savepoint_max_age=parse_duration(self.savepoint_max_age, name="savepoint_max_age")
-            if self.savepoint_max_age
-            else None,
-            orphan_grace=parse_duration(self.orphan_grace_period, name="orphan_grace_period"),
+            savepoint_max_age=optional_seconds(self.savepoint_max_age, name="savepoint_max_age"),
+            orphan_grace=to_seconds(self.orphan_grace_period, name="orphan_grace_period"),
             now=time.time(),
         )
         report = plan.as_report(dry_run=dry_run)

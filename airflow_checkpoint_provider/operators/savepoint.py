@@ -10,9 +10,9 @@ from typing import Any
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException
 
+from airflow_checkpoint_provider.durations import Duration, to_seconds
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
 from airflow_checkpoint_provider.triggers.savepoint import SavepointTrigger
-from spark_checkpoint_runtime.durations import parse_duration
 from spark_checkpoint_runtime.layout import TERMINAL_STATUSES, key_from
 
 
@@ -27,7 +27,7 @@ class SavepointOperator(BaseOperator):
     :param checkpoint_root: its checkpoint root (templated).
     :param stop: stop the job after the savepoint (finish the batch, savepoint, commit, exit 0) (templated).
     :param target_directory: where the savepoint goes; default ``<root>/<job>/savepoints/`` (templated).
-    :param timeout: how long to wait, e.g. ``5min``.
+    :param timeout: how long to wait: seconds, a ``timedelta`` or e.g. ``"5min"``.
     :param storage_conn_id: ``checkpoint_storage`` connection, if the storage needs credentials.
     :param deferrable: wait in the triggerer (default) instead of holding a worker slot.
     """
@@ -42,7 +42,7 @@ class SavepointOperator(BaseOperator):
         checkpoint_root: str,
         stop: bool | str = False,
         target_directory: str | None = None,
-        timeout: str = "5min",
+        timeout: Duration = "5min",
         storage_conn_id: str | None = None,
         deferrable: bool = True,
         poll_interval: float = 2.0,
@@ -64,7 +64,7 @@ class SavepointOperator(BaseOperator):
 
     def execute(self, context: Context) -> str:
         stop = self.stop if isinstance(self.stop, bool) else str(self.stop).strip().lower() == "true"
-        timeout = parse_duration(self.timeout, name="timeout")
+        timeout = to_seconds(self.timeout, name="timeout")
         trigger_id = self.trigger_id(context)
         control = CheckpointStorageHook(self.storage_conn_id).control(self.checkpoint_root, self.job_name)
         try:

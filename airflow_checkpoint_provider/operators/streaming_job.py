@@ -11,10 +11,11 @@ from typing import Any
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException
 
+from airflow_checkpoint_provider.durations import Duration, for_runtime
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
 from airflow_checkpoint_provider.hooks.streaming_job import StreamingJobHook
 from spark_checkpoint_runtime.layout import CheckpointFormatError, key_from
-from spark_checkpoint_runtime.options import OptionsError, options_from_mapping
+from spark_checkpoint_runtime.options import RUNTIME_DURATIONS, OptionsError, options_from_mapping
 
 # Runtime options the operator passes through when set (snake_case names, as the runtime accepts them).
 _PASSED_OPTIONS = (
@@ -54,9 +55,10 @@ class CheckpointedStreamingJobOperator(BaseOperator):
     :param sink: ``parquet:PATH``, ``console`` or ``module:Class`` (templated).
     :param output_mode: ``append``, ``update`` or ``complete``.
     :param trigger: ``available-now`` (default) or ``continuous``.
-    :param batch_interval: continuous: time between batches, e.g. ``500ms``.
-    :param max_duration: continuous: stop gracefully after this long, e.g. ``10min``.
-    :param checkpoint_interval: e.g. ``10s`` (runtime default).
+    :param batch_interval: continuous: time between batches, e.g. ``"500ms"``. Every duration argument (and
+        every duration in ``runtime_options``) takes seconds (``300``), a ``timedelta`` or a string with a unit.
+    :param max_duration: continuous: stop gracefully after this long, e.g. ``"10min"``.
+    :param checkpoint_interval: e.g. ``"10s"`` (runtime default).
     :param checkpointing_mode: ``exactly-once`` (default) or ``at-least-once``.
     :param num_retained: completed checkpoints to keep (runtime default 3).
     :param restore_from: ``latest`` (default), ``none`` or a ``chk-N`` path (templated).
@@ -89,9 +91,9 @@ class CheckpointedStreamingJobOperator(BaseOperator):
         sink: str = "console",
         output_mode: str = "append",
         trigger: str = "available-now",
-        batch_interval: str | None = None,
-        max_duration: str | None = None,
-        checkpoint_interval: str | None = None,
+        batch_interval: Duration | None = None,
+        max_duration: Duration | None = None,
+        checkpoint_interval: Duration | None = None,
         checkpointing_mode: str | None = None,
         num_retained: int | str | None = None,
         restore_from: str = "latest",
@@ -101,7 +103,7 @@ class CheckpointedStreamingJobOperator(BaseOperator):
         env_vars: dict[str, str] | None = None,
         storage_conn_id: str | None = None,
         runtime_options: dict[str, Any] | None = None,
-        stop_timeout: float = 120.0,
+        stop_timeout: Duration = 120.0,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
@@ -142,7 +144,12 @@ class CheckpointedStreamingJobOperator(BaseOperator):
                 "spark-submit's command line"
             )
         values.update({k: v for k, v in self.runtime_options.items() if v not in (None, "")})
-        values.update(restore_from=restore_from, run_key=run_key, stop_timeout=f"{float(self.stop_timeout):g}s")
+        values.update(restore_from=restore_from, run_key=run_key, stop_timeout=self.stop_timeout)
+        try:
+            # Airflow's convention (seconds, timedelta, or a unit) to the runtime's, with the unit spelled out.
+            values.update({k: for_runtime(v, name=k) for k, v in values.items() if k in RUNTIME_DURATIONS})
+        except ValueError as exc:
+            raise AirflowException(f"{self.task_id}: {exc}") from None
         try:
             options_from_mapping(values)
         except (OptionsError, CheckpointFormatError) as exc:

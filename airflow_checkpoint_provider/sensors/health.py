@@ -9,8 +9,9 @@ from typing import Any
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 from airflow.sdk.exceptions import AirflowException
 
+from airflow_checkpoint_provider.durations import Duration, to_seconds
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
-from spark_checkpoint_runtime.durations import format_duration, parse_duration
+from spark_checkpoint_runtime.durations import format_duration
 
 
 def progress_window(interval: float, timeout: float, tolerable_failures: int) -> float:
@@ -28,8 +29,9 @@ class CheckpointHealthSensor(BaseSensorOperator):
 
     :param job_name: the job folder (templated).
     :param checkpoint_root: the checkpoint root (templated).
-    :param checkpoint_interval: the job's ``--checkpoint-interval`` (default ``10s``).
-    :param checkpoint_timeout: the job's ``--checkpoint-timeout`` (default ``10min``).
+    :param checkpoint_interval: the job's checkpoint interval (default ``10s``). Like every duration here:
+        seconds, a ``timedelta``, or a string with a unit.
+    :param checkpoint_timeout: the job's checkpoint timeout (default ``10min``).
     :param tolerable_failed_checkpoints: the job's ``--tolerable-failed-checkpoints`` (default 0).
     :param max_age: overrides the window, e.g. ``5min`` (templated).
     :param storage_conn_id: ``checkpoint_storage`` connection, if the storage needs credentials.
@@ -43,10 +45,10 @@ class CheckpointHealthSensor(BaseSensorOperator):
         *,
         job_name: str,
         checkpoint_root: str,
-        checkpoint_interval: str = "10s",
-        checkpoint_timeout: str = "10min",
+        checkpoint_interval: Duration = "10s",
+        checkpoint_timeout: Duration = "10min",
         tolerable_failed_checkpoints: int = 0,
-        max_age: str | None = None,
+        max_age: Duration | None = None,
         storage_conn_id: str | None = None,
         **kwargs: Any,
     ):
@@ -61,10 +63,10 @@ class CheckpointHealthSensor(BaseSensorOperator):
 
     def window(self) -> float:
         if self.max_age not in (None, "", "None"):
-            return parse_duration(self.max_age, name="max_age")
+            return to_seconds(self.max_age, name="max_age")
         return progress_window(
-            parse_duration(self.checkpoint_interval, name="checkpoint_interval"),
-            parse_duration(self.checkpoint_timeout, name="checkpoint_timeout"),
+            to_seconds(self.checkpoint_interval, name="checkpoint_interval"),
+            to_seconds(self.checkpoint_timeout, name="checkpoint_timeout"),
             int(self.tolerable_failed_checkpoints),
         )
 

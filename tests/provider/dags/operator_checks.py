@@ -53,3 +53,8 @@ with DAG(dag_id="savepoint_refusals", schedule=None, start_date=datetime(2026, 1
     SavepointOperator(
         task_id="times_out", job_name="silent", checkpoint_root="{{ params.root }}", timeout="3s", poll_interval=0.5
     )
+
+with DAG(dag_id="savepoint_timeout_in_seconds", schedule=None, start_date=datetime(2026, 1, 1), params=PARAMS):
+    SavepointOperator(
+        task_id="times_out", job_name="silent", checkpoint_root="{{ params.root }}", timeout=3, poll_interval=0.5
+    )
