@@ -10,9 +10,12 @@ private working folder, so that guard never fires for them; these rules take its
   epoch exclusively (``create_exclusively``: a hard link on local disks, ``If-None-Match`` on S3). Of two
   runs racing for one epoch, exactly one wins.
 - **Held while heard from.** The holder renews its heartbeat (``_control/alive/<run>.json``) several times
-  per ``--lease-timeout``. A run that finds a holder heard from within the timeout fails at once (exit 4)
-  naming that run; one silent for longer (killed, paused, partitioned) is taken over with the next epoch,
-  and so is one whose process on this same host no longer exists (a SIGKILLed run need not be waited out).
+  per ``--lease-timeout``. A new run watches the holder for one renewal: if it renews, it is alive and the
+  new run fails at once (exit 4) naming it; if not, the new run waits until the holder has been silent for
+  the whole timeout (killed, paused, partitioned) and takes the job over with the next epoch.
+- **Judged by the store alone.** Silence is the store's clock now (the modification time of a file the
+  checking run writes and removes) minus the newest modification time of the holder's grant and heartbeat.
+  No host's clock is compared with another's, and no pid is looked up: hosts and containers share neither.
 - **Fenced writes.** Before each ``_metadata``, sink publish and retention delete, the holder confirms that
   no newer epoch exists; a run that was taken over stops without writing. Cheaper checks (a batch staging
   its output) re-confirm whenever the last confirmation is older than half the timeout, which covers a
@@ -20,8 +23,6 @@ private working folder, so that guard never fires for them; these rules take its
 - **Exclusive ``_metadata``.** Like Spark's offset log, ``_metadata`` is never overwritten, so two writers
   cannot both complete one checkpoint id.
 
-Heartbeat ages are compared with this machine's clock: clocks of hosts sharing a job should agree to well
-within the timeout.
 """
 
 from __future__ import annotations
@@ -100,10 +101,34 @@ class JobLease:
 
     # --- before the run writes -----------------------------------------------------------------------
     def ensure_free(self) -> None:
-        """Fail fast (``JobHeld``) if another live run holds the job. Reads only."""
-        holder = self._live_holder(self.files.listing(), announce=False)
-        if holder is not None:
-            raise JobHeld(self._held_message(holder))
+        """Return once no other run holds the job; ``JobHeld`` at once if the holder is alive.
+
+        The holder is watched for one renewal. Renewing means alive: fail (within about one renewal). Silent
+        means killed or frozen: wait until the silence passes ``--lease-timeout`` (then ``acquire`` takes the
+        job over) or the holder is heard from again (then fail). Writes nothing but this run's clock file.
+        """
+        first_heard: float | None = None
+        announced = False
+        while True:
+            holder = self._live_holder(self.files.listing(), announce=False)
+            if holder is None:
+                return
+            if first_heard is None:
+                first_heard = holder["heard"]
+            elif holder["heard"] > first_heard:
+                raise JobHeld(self._held_message(holder))
+            if not announced and holder["silent_s"] > self.renew_interval:
+                announced = True
+                log.info(
+                    "run %s (lease epoch %d) has been silent for %.0fs; waiting until --lease-timeout %gs to take "
+                    "the job over, unless it is heard from again",
+                    holder.get("run_id", "?"),
+                    holder["epoch"],
+                    holder["silent_s"],
+                    self.timeout,
+                )
+            # Look again after one renewal, or as soon as the silence will have passed the timeout.
+            time.sleep(min(self.renew_interval, max(0.2, self.timeout - holder["silent_s"] + 0.2)))
 
     def acquire(self) -> int:
         """Claim the job for this run: the next epoch, unless a live run holds it (``JobHeld``)."""
@@ -192,23 +217,24 @@ class JobLease:
         latest = listing.latest
         if not latest or latest in listing.released:
             return None
-        grant = self.files.read(latest) or {}
+        grant = self.files.read(latest) or {}  # a damaged grant still counts, by its file's time
         holder = str(grant.get("run_id") or "")
-        heard = max(int(grant.get("acquired_ms") or 0), (self.control.last_heartbeat_ms(holder) or 0) if holder else 0)
-        silent = (now_ms() - heard) / 1000
-        if silent <= self.timeout and not _gone(grant):
-            return {**grant, "epoch": latest, "silent_s": silent}
-        if not announce:
-            return None
-        log.warning(
-            "taking over job %r from run %s (lease epoch %d): %s",
-            self.storage.job_name,
-            holder or "?",
-            latest,
-            "its process on this host is gone"
-            if silent <= self.timeout
-            else f"silent for {silent:.0f}s, longer than --lease-timeout {self.timeout:g}s",
-        )
+        times = [self.files.granted_modified(latest), self.control.heartbeat_modified(holder) if holder else None]
+        heard = max((t for t in times if t is not None), default=None)
+        if heard is None:
+            return None  # the grant vanished between listing and reading: nothing holds that epoch
+        silent = self.control.store_now(self.run_id) - heard
+        if silent <= self.timeout:
+            return {**grant, "epoch": latest, "silent_s": max(0.0, silent), "heard": heard}
+        if announce:
+            log.warning(
+                "taking over job %r from run %s (lease epoch %d): silent for %.0fs, longer than --lease-timeout %gs",
+                self.storage.job_name,
+                holder or "?",
+                latest,
+                silent,
+                self.timeout,
+            )
         return None
 
     def _held_message(self, holder: dict[str, Any]) -> str:
@@ -219,25 +245,3 @@ class JobLease:
             f"{holder['silent_s']:.0f}s ago; this run writes nothing. Wait for that run to finish or stop it; "
             f"if it is dead, a new run takes over once it has been silent for {self.timeout:g}s (--lease-timeout)"
         )
-
-
-def _gone(grant: dict[str, Any]) -> bool:
-    """True if the holder ran on this host and its process no longer exists (killed: take over at once).
-
-    A reused pid only makes us wait for the timeout; a holder on another host is judged by its heartbeat.
-    """
-    pid = grant.get("pid")
-    if grant.get("host") != socket.gethostname() or not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    # A killed process whose parent died too stays a zombie until something reaps it: it still "exists".
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
-    except (OSError, IndexError):
-        return False

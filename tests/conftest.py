@@ -115,6 +115,8 @@ def job_args(job: str, root: Path, work: Path, landing: Landing, **extra: str) -
         "--working-dir": str(work),
         "--pipeline": "examples.pipelines:events",
         "--checkpoint-interval": "1ms",
+        # A killed run is waited out for the lease timeout before the next one takes over; keep that short here.
+        "--lease-timeout": "4s",
         **{f"--{k.replace('_', '-')}": v for k, v in extra.items()},
     }
     argv = [item for pair in args.items() for item in pair]

@@ -54,7 +54,6 @@ def test_a_second_run_fails_fast_and_a_zombie_is_taken_over_and_cannot_write(tmp
         assert holder is not None
 
         # An overlapping run (an Airflow retry) fails fast, names A, and writes nothing.
-        before = counted_files(root, output)
         started = time.monotonic()
         second = run_module(job_args(job, root, work, landing, **base), timeout=120)
         assert second.returncode == 4, second.stderr[-2000:]
@@ -65,8 +64,11 @@ def test_a_second_run_fails_fast_and_a_zombie_is_taken_over_and_cannot_write(tmp
 
         # A freezes. After the lease timeout a new run takes over and drains everything.
         os.killpg(zombie.pid, signal.SIGSTOP)
-        frozen = counted_files(root, output)
-        assert frozen.keys() >= before.keys()
+        writers = {meta.run_id for meta in CheckpointStorage(str(root), job).completed_checkpoints()}
+        assert writers == {holder["run_id"]}, "only A wrote checkpoints: the refused run wrote nothing"
+        assert not (root / job / "_control" / "clock").exists() or not any(
+            (root / job / "_control" / "clock").iterdir()
+        )
         time.sleep(LEASE_TIMEOUT + 1)
         landing.add_files(3)
         drain = job_args(job, root, work, landing, trigger="available-now", **base)

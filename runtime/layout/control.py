@@ -78,6 +78,13 @@ def _checked_request(trigger_id: str, data: dict[str, Any]) -> ControlRequest:
     )
 
 
+def _modified(fs: Any, path: str) -> float | None:
+    try:
+        return modified_time(fs.info(path))
+    except FileNotFoundError:
+        return None
+
+
 class ControlChannel:
     """Requests to a running job (Airflow writes them) and the job's answers and run reports.
 
@@ -165,6 +172,25 @@ class ControlChannel:
             return int_field(beat, "updated_ms") if beat else None
         except (CheckpointFormatError, ValueError):
             return None
+
+    def heartbeat_modified(self, run_id: str) -> float | None:
+        """When run ``run_id``'s heartbeat file was last written, by the store's clock (epoch seconds)."""
+        return _modified(self.fs, self._path("alive", run_id))
+
+    def store_now(self, run_id: str) -> float:
+        """The store's clock now (epoch seconds): the modification time of a file this run writes and removes.
+
+        Liveness compares the store's times with each other, never a host's clock with another's.
+        """
+        path = self._path("clock", run_id)
+        self._write(path, {"run_id": run_id})
+        try:
+            modified = _modified(self.fs, path)
+        finally:
+            self._remove([path])
+        if modified is None:
+            raise CheckpointFormatError(f"{self.fs.unstrip_protocol(path)}: the store reports no modification time")
+        return modified
 
     def end_heartbeat(self, run_id: str) -> None:
         try:

@@ -12,7 +12,7 @@ from typing import Any
 from spark_checkpoint_runtime.layout.errors import CheckpointFormatError
 from spark_checkpoint_runtime.layout.job_storage import CheckpointStorage
 from spark_checkpoint_runtime.layout.names import validate_key
-from spark_checkpoint_runtime.layout.store import create_exclusively, delete_each
+from spark_checkpoint_runtime.layout.store import create_exclusively, delete_each, modified_time
 from spark_checkpoint_runtime.layout.untrusted import int_field, read_json_object
 
 log = logging.getLogger(__name__)
@@ -81,6 +81,13 @@ class LeaseFiles:
             log.warning("lease epoch %d is damaged (%s); its holder counts as unknown", epoch, exc)
             return None
         return grant
+
+    def granted_modified(self, epoch: int) -> float | None:
+        """When ``epoch`` was granted, by the store's clock (epoch seconds); None if there is no such grant."""
+        try:
+            return modified_time(self.fs.info(self._path(epoch, "json")))
+        except FileNotFoundError:
+            return None
 
     def create(self, epoch: int, grant: dict[str, Any]) -> bool:
         """Claim ``epoch``; False if another run claimed it first."""

@@ -97,6 +97,7 @@ with DAG(dag_id="killed_and_retried", schedule=None, start_date=datetime(2026, 1
         trigger="continuous",
         batch_interval="200ms",
         max_duration="25s",
+        runtime_options={"lease_timeout": "4s"},  # the retry waits out the killed try's lease: keep it short
         retries=1,
         retry_delay=timedelta(seconds=1),
     )
