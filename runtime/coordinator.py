@@ -379,13 +379,15 @@ class CheckpointCoordinator:
             format_duration(meta.durations_ms["total"] / 1000),
             f" at {savepoint.url}" if savepoint is not None else "",
         )
+        failed_after: str | None = None
         try:
             self.on_completed(meta)
             if savepoint is None:
                 self.fence.confirm(f"retention after checkpoint {meta.id}")
         except Exception as exc:
             log.exception("after %s %d completed", meta.kind, meta.id)
-            self._set_fatal(f"after {meta.kind} {meta.id} completed: {type(exc).__name__}: {exc}")
+            failed_after = f"after {meta.kind} {meta.id} completed: {type(exc).__name__}: {exc}"
+            self._set_fatal(failed_after)
         else:
             if savepoint is None:
                 self._retain(meta.id)
@@ -396,7 +398,9 @@ class CheckpointCoordinator:
             self.covered_batch = max(self.covered_batch, meta.batch_id)
             self._changed.notify_all()
         if pending.request is not None:
-            self._resolve(pending.request, meta, None)
+            # The snapshot is durable either way (a restore from it publishes what it names), but whoever waits
+            # on it must not take a failed publish for success: the run then fails instead of exiting 0.
+            self._resolve(pending.request, None if failed_after else meta, failed_after)
 
     def _retain(self, completed_id: int) -> None:
         """Subsume older checkpoints. A failed delete is not a failed checkpoint: what it left is garbage

@@ -12,8 +12,9 @@ A sink has three methods (a user's ``module:Class`` sink needs the same three):
   in ``lineage`` (the restored history): the replay recomputes it. Output set aside earlier whose id is in
   ``lineage`` is published again (a rewind to a branch abandoned before).
 
-Optional: ``highest_published_id()``, the largest checkpoint id in published output, so the next checkpoint
-id is above it (ids then never repeat in one sink, whichever job or savepoint wrote it).
+Optional: ``highest_published_id()``, the largest checkpoint id in published (or set-aside) output, so the
+next checkpoint id is above it (ids then never repeat in one sink, whichever job or savepoint wrote it), and
+``published_ids()``, the ids of what is published now (what ``--existing-output keep`` adopts).
 
 With ``exactly-once`` the job commits when a checkpoint that names the batch completes; with
 ``at-least-once`` right after ``write``.
@@ -34,6 +35,7 @@ from spark_checkpoint_runtime.layout import Lineage, StagedOutput, open_url, val
 log = logging.getLogger(__name__)
 
 STAGING_DIR = "_staging"
+ABORTED_DIR = "_aborted"  # staged batches no restored snapshot named; another snapshot may still publish them
 ROLLED_BACK_DIR = "_rolled_back"
 _STAGED_BATCH = re.compile(r"^batch-(\d+)$")
 _PUBLISHED = re.compile(r"^c(\d+)-b(\d+)-")
@@ -90,15 +92,9 @@ class ParquetSink:
 
     def commit(self, staged: StagedOutput) -> None:
         for batch_id in staged.batches:
-            folder = self._staged_batch_path(staged.run_id, batch_id)
-            try:
-                sources = self.fs.find(folder)
-            except FileNotFoundError:
-                continue  # published already (this commit is being repeated)
+            folder, sources = self._staged_parts(staged.run_id, batch_id)
             for source in sources:
                 name = posixpath.basename(source)
-                if not name.startswith("part-"):
-                    continue
                 self.fs.mv(source, posixpath.join(self.path, f"c{staged.checkpoint_id}-b{batch_id}-{name}"))
                 faults.reach("sink-commit")
             self._rm(folder)
@@ -108,8 +104,18 @@ class ParquetSink:
             self.commit(staged)
         for run_id, batches in self.staged_batches().items():
             for batch_id in batches:
-                log.info("aborting staged output of batch %d (run %s): no restored snapshot names it", batch_id, run_id)
-        self._rm(self.staging)  # everything still staged, whatever its shape, is aborted
+                # Set aside, not deleted: another snapshot (a savepoint whose commit was cut short) may name
+                # it, and a restore from that snapshot publishes it from there.
+                log.info(
+                    "aborting staged output of batch %d (run %s): the restored snapshot does not name it",
+                    batch_id,
+                    run_id,
+                )
+                aborted = self._aborted_batch_path(run_id, batch_id)
+                self._rm(aborted)
+                self.fs.makedirs(posixpath.dirname(aborted), exist_ok=True)
+                self.fs.mv(self._staged_batch_path(run_id, batch_id), aborted, recursive=True)
+        self._rm(self.staging)  # what is left has no shape a snapshot could name
         rolled_back = posixpath.join(self.path, ROLLED_BACK_DIR, f"restore-{lineage.highest}")
         for published in self._published():
             match = _PUBLISHED.match(posixpath.basename(published))
@@ -140,12 +146,32 @@ class ParquetSink:
                 self.fs.mv(aside, posixpath.join(self.path, posixpath.basename(aside)))
                 faults.reach("rollback")
 
+    def published_ids(self) -> set[int]:
+        """Checkpoint ids of the output published now (not what is set aside)."""
+        found = (_PUBLISHED.match(posixpath.basename(p)) for p in self._published())
+        return {int(m.group(1)) for m in found if m}
+
     def highest_published_id(self) -> int:
-        ids = (_PUBLISHED.match(posixpath.basename(p)) for p in self._published())
-        return max((int(m.group(1)) for m in ids if m), default=0)
+        """The largest checkpoint id in output published now or set aside earlier (both were used)."""
+        aside = (_PUBLISHED.match(posixpath.basename(p)) for p in self._set_aside())
+        return max(self.published_ids() | {int(m.group(1)) for m in aside if m}, default=0)
 
     def _published(self) -> list[str]:
         return [p for p in self._ls(self.path) if _PUBLISHED.match(posixpath.basename(p))]
+
+    def _aborted_batch_path(self, run_id: str, batch_id: int) -> str:
+        return posixpath.join(self.path, ABORTED_DIR, validate_key(run_id, "run id"), f"batch-{int(batch_id)}")
+
+    def _staged_parts(self, run_id: str, batch_id: int) -> tuple[str, list[str]]:
+        """Where a named batch's part files are (staged, or set aside by an earlier recovery) and which."""
+        for folder in (self._staged_batch_path(run_id, batch_id), self._aborted_batch_path(run_id, batch_id)):
+            try:
+                parts = [p for p in self.fs.find(folder) if posixpath.basename(p).startswith("part-")]
+            except FileNotFoundError:
+                continue
+            if parts:
+                return folder, parts
+        return self._staged_batch_path(run_id, batch_id), []  # published already (a repeated commit)
 
     def _set_aside(self) -> list[str]:
         try:

@@ -42,6 +42,7 @@ from spark_checkpoint_runtime.layout import (
     StagedOutput,
     now_ms,
 )
+from spark_checkpoint_runtime.layout.lineage import MAX_RANGES
 from spark_checkpoint_runtime.lease import JobLease
 from spark_checkpoint_runtime.options import JobOptions
 from spark_checkpoint_runtime.restore import (
@@ -291,7 +292,9 @@ class StreamingJob:
             ),
             run_id=self.run_id,
             next_id=next_id,
-            stored=StoredFiles(point.metadata.files if point else []),
+            # A rewind stores the restored state afresh: an old checkpoint's shared files are not the latest
+            # checkpoint's, so retention running beside the job may delete them while they are referenced.
+            stored=StoredFiles(point.metadata.files if point is not None and not rewind else []),
             fingerprint=fingerprint,
             restored_from=point.describe() if point else None,
             spark_version=spark.version,
@@ -365,8 +368,16 @@ class StreamingJob:
             return point.metadata.history
         published = highest_published_id(sink)
         if published and self.options.existing_output == "keep":
-            log.warning("starting fresh; --existing-output keep: output up to checkpoint %d stays published", published)
-            return Lineage.of([(1, published)])
+            # Exactly the ids published now: output set aside earlier stays aside (a range would bring it back).
+            ids = getattr(sink, "published_ids", lambda: set(range(1, published + 1)))()
+            kept = Lineage.of((i, i) for i in ids)
+            if len(kept.ranges) > MAX_RANGES // 2:
+                raise ExistingOutput(
+                    f"--existing-output keep: the published output's {len(ids)} checkpoint ids form "
+                    f"{len(kept.ranges)} separate ranges, too many to record as a history; use move-aside"
+                )
+            log.warning("starting fresh; --existing-output keep: %d checkpoint(s) of output stay published", len(ids))
+            return kept
         if published:
             log.warning("starting fresh; --existing-output move-aside: published output is set aside")
         log.info("job %r run %s starts fresh", self.options.job_name, self.run_id)

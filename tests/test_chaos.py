@@ -113,15 +113,7 @@ def test_stateless_exactly_once_survives_kills_anywhere(tmp_path: Path, landing:
     rng = random.Random(SEED)
     plan = ["batch@2", f"upload@{rng.randint(1, 4)}", "before-metadata@1", "retention-delete@1"]
     plan += [f"sink-commit@{rng.randint(1, 3)}", "savepoint@1", RANDOM]
-    output = run_chain(tmp_path, landing, "chaos-stateless", plan, rng)
-    published = Counter(row["id"] for row in published_rows(output))
-    expected = {row["id"] for row in landing.rows}
-    lost = expected - set(published)
-    duplicated = sum(n - 1 for n in published.values() if n > 1)
-    figures.record_rows(len(expected), len(lost), duplicated, "exactly-once")
-    assert not lost, f"{len(lost)} rows lost (seed {SEED})"
-    assert duplicated == 0, f"{duplicated} rows published twice (seed {SEED})"
-    assert set(published) == expected
+    _assert_exactly_once(run_chain(tmp_path, landing, "chaos-stateless", plan, rng), landing)
 
 
 def test_stateful_running_counts_exact_through_kills_anywhere(tmp_path: Path, landing: Landing):

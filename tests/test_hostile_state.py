@@ -116,7 +116,7 @@ def test_hostile_control_files_are_rejected_or_ignored(job: CheckpointStorage, c
         else:  # a well-formed object with other fields: the caller reads only the fields it knows
             assert isinstance(answer, dict)
     _place(case, base / "alive" / "r1.json")
-    assert control.live_runs() == [] and control.last_heartbeat_ms("r1") is None
+    assert control.live_runs() == []
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -102,7 +102,17 @@ def test_recovery_publishes_what_the_snapshot_names_aborts_the_rest_and_sets_asi
         "c6-b3-part-a",
     ]
     assert sink.staged_batches() == {}, "every other staged batch was aborted, the zombie's included"
-    assert sink.highest_published_id() == 8
+    aborted = output / "_aborted"
+    assert sorted(str(p.relative_to(aborted)) for p in aborted.rglob("part-*")) == [
+        "run-a/batch-5/part-00000-x.parquet",
+        "zombie/batch-4/part-00000-x.parquet",
+    ], "set aside, not deleted: another snapshot may still name them"
+    # A later restore from a snapshot that names run-a's batch 5 (a savepoint whose commit was cut short)
+    # still publishes it.
+    sink.commit(StagedOutput(9, "run-a", (5,)))
+    assert "c9-b5-part-00000-x.parquet" in _published(output)
+    assert sink.highest_published_id() == 9
+    assert sink.published_ids() == {2, 3, 8, 9}, "set-aside output is not published"
 
 
 def _damaged_listing(storage: CheckpointStorage, gone: str) -> dict[str, int]:
@@ -155,3 +165,22 @@ def test_a_shared_file_a_newer_metadata_lists_is_never_an_orphan(tmp_path: Path)
     apply_job_retention(storage, plan)
     assert storage.file_size(old) == 10
     assert json.loads(Path(storage.checkpoint_path(3), "_metadata").read_text())["id"] == 3
+
+
+def test_ids_stay_above_set_aside_output_and_keep_adopts_only_what_is_published(tmp_path: Path):
+    from spark_checkpoint_runtime.options import parse_options
+    from spark_checkpoint_runtime.streaming_job import StreamingJob
+
+    output = tmp_path / "out"
+    (output / "_rolled_back" / "restore-3").mkdir(parents=True)
+    for name in ("c1-b0-part-a", "c2-b1-part-a", "_rolled_back/restore-3/c7-b4-part-a"):
+        (output / name).write_bytes(b"x")
+    sink = ParquetSink(str(output))
+    assert sink.highest_published_id() == 7, "an id used by set-aside output is never used again"
+    job = StreamingJob(
+        parse_options(
+            ["--job-name", "j", "--checkpoint-root", str(tmp_path), "--pipeline", "m:f"] + ["--existing-output", "keep"]
+        )
+    )
+    kept = job._history(None, sink)
+    assert kept.ranges == ((1, 2),), "keep adopts what is published, not what an earlier restore set aside"

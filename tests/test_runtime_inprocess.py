@@ -322,3 +322,25 @@ def test_a_shared_file_deleted_behind_a_running_jobs_back_never_costs_the_last_v
     landing.add_files(1)
     run(spark, "vanishing", tmp_path, landing, pipeline="examples.pipelines:running_counts", output_mode="update")
     assert final_counts(tmp_path / "out") == landing.counts_by_key()
+
+
+class FailingCommitSink:
+    """Stages like any sink, but publishing fails (a full disk, revoked credentials)."""
+
+    def write(self, batch_id, df, run_id):
+        df.count()
+
+    def commit(self, staged):
+        raise OSError("no space left on device (planted)")
+
+    def recover(self, staged, lineage):
+        return None
+
+
+def test_a_failed_publish_after_the_final_checkpoint_fails_the_run(spark, tmp_path, landing):
+    """The snapshot is durable, but its output did not reach readers: the run must not report success."""
+    from spark_checkpoint_runtime.errors import JobFailed
+
+    landing.add_files(1)
+    with pytest.raises(JobFailed, match="no space left on device"):
+        run(spark, "unpublished", tmp_path, landing, sink="tests.test_runtime_inprocess:FailingCommitSink")

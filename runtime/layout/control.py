@@ -165,14 +165,6 @@ class ControlChannel:
         """Say this run is alive (the job calls it every ``HEARTBEAT_SECONDS``)."""
         self._write(self._path("alive", run_id), {"run_id": run_id, "run_key": run_key, "updated_ms": now_ms()})
 
-    def last_heartbeat_ms(self, run_id: str) -> int | None:
-        """When run ``run_id`` last said it was alive (epoch ms), or None if it never did or has ended."""
-        try:
-            beat = self._read(self._path("alive", run_id))
-            return int_field(beat, "updated_ms") if beat else None
-        except (CheckpointFormatError, ValueError):
-            return None
-
     def heartbeat_modified(self, run_id: str) -> float | None:
         """When run ``run_id``'s heartbeat file was last written, by the store's clock (epoch seconds)."""
         return _modified(self.fs, self._path("alive", run_id))
