@@ -66,13 +66,16 @@ def test_settled_control_files_are_pruned(tmp_path: Path):
     control.request("for-ended-run", "stop", "run-a")
     control.write_run_report("run-a", {"status": "finished"})
     control.request("waiting", "stop", "run-b")
+    control.heartbeat("run-b-id", "run-b")  # run-b is alive: a request for it stays, however old
+    control.request("for-killed-run", "stop", "run-c")  # run-c died without a report: nothing will answer
     base = Path(control.base)
     week_ago = time.time() - 8 * 86400
     for path in base.rglob("*.json"):
         os.utime(path, (week_ago, week_ago))
     control.request("fresh", "savepoint")
     control.respond("fresh", {"status": "completed"})
-    assert control.prune(7 * 86400) == 4
-    left = sorted(str(p.relative_to(base)) for p in base.rglob("*.json"))
+    control.heartbeat("run-b-id", "run-b")  # (the heartbeat is fresh)
+    assert control.prune(7 * 86400) == 5
+    left = sorted(str(p.relative_to(base)) for p in base.rglob("*.json") if p.parent.name != "alive")
     assert left == ["requests/fresh.json", "requests/waiting.json", "responses/fresh.json"]
     assert json.loads((base / "requests" / "waiting.json").read_text())["run_key"] == "run-b"

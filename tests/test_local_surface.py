@@ -107,3 +107,23 @@ def test_runtime_options_cannot_carry_storage_options(key):
     )
     with pytest.raises(AirflowException, match="never on spark-submit's command line"):
         operator.runtime_values("latest", "k")
+
+
+class OptionsSink:
+    """A user sink that takes the job's storage options (credentials for the same store)."""
+
+    def __init__(self, storage_options=None):
+        self.storage_options = storage_options
+
+    def write(self, batch_id, df, run_id): ...
+
+    def commit(self, staged): ...
+
+    def recover(self, staged, lineage): ...
+
+
+def test_a_user_sink_receives_the_jobs_storage_options():
+    from spark_checkpoint_runtime.sinks import load_sink
+
+    sink = load_sink("tests.test_local_surface:OptionsSink", {"key": "id", "secret": "s"})
+    assert sink.storage_options == {"key": "id", "secret": "s"}

@@ -234,8 +234,9 @@ class ControlChannel:
         return None
 
     def prune(self, older_than_s: float, *, now_ms_: int | None = None) -> int:
-        """Delete settled control files older than ``older_than_s``: answered requests with their answers, and
-        run reports. A request addressed to a run key whose run has reported is settled too. Returns the count.
+        """Delete settled control files older than ``older_than_s``: answered requests with their answers, run
+        reports, and requests addressed to a run that is gone (it reported, or no live run has its key).
+        Returns the count.
         """
         now = now_ms_ if now_ms_ is not None else now_ms()
         ages = {kind: self._ages(kind) for kind in ("requests", "responses", "runs")}
@@ -246,12 +247,13 @@ class ControlChannel:
         doomed = [self._path("responses", name) for name in old["responses"]]
         doomed += [self._path("requests", name) for name in old["requests"] if name in ages["responses"]]
         doomed += [self._path("runs", name) for name in old["runs"]]
+        live_keys = {beat.get("run_key") for beat in self.live_runs()}
         for name in old["requests"] - set(ages["responses"]):
             try:
                 request = _checked_request(name, self._read(self._path("requests", name)) or {})
             except (CheckpointFormatError, TypeError, ValueError):
                 continue  # the runtime answers malformed requests with "rejected"; leave that to it
-            if request.run_key is not None and request.run_key in ages["runs"]:
+            if request.run_key is not None and (request.run_key in ages["runs"] or request.run_key not in live_keys):
                 doomed.append(self._path("requests", name))
         self._remove(doomed)
         return len(doomed)
