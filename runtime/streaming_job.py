@@ -510,6 +510,8 @@ class StreamingJob:
                     if self._failed_while_stopping(exc):
                         break
                     raise JobFailed(f"the streaming query failed: {_first_line(str(exc))}") from exc
+            if self._stop_requested.is_set():
+                outcome = "cancelled"  # however the loop ended (a batch failed during the stop), it was asked
             for progress in query.recentProgress:  # the listener is asynchronous: fill in late batches
                 listener.rows[int(progress.batchId)] = int(progress.numInputRows)
             error = query.exception()
