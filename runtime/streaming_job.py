@@ -16,16 +16,12 @@ from __future__ import annotations
 
 import importlib
 import logging
-import os
-import posixpath
 import threading
 import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
-
-from fsspec.core import split_protocol
 
 from spark_checkpoint_runtime import faults
 from spark_checkpoint_runtime.coordinator import CheckpointConfig, CheckpointCoordinator
@@ -275,10 +271,11 @@ class StreamingJob:
         working.create()
         if point is not None:
             self._materialize(point, working, restored_operators)
-        history = self._history(point, sink)
+        published = highest_published_id(sink)  # one listing of the sink, now that this run holds the job
+        history = self._history(point, sink, published)
         rewind = point is not None and starts_new_branch(storage, point)
         # Ids only grow: above every id in the job folder, in the restored history and in published output.
-        next_id = max(storage.next_checkpoint_id(), history.highest + 1, highest_published_id(sink) + 1)
+        next_id = max(storage.next_checkpoint_id(), history.highest + 1, published + 1)
         coordinator = CheckpointCoordinator(
             storage,
             working,
@@ -362,11 +359,13 @@ class StreamingJob:
                 "and continue after it)"
             )
 
-    def _history(self, point: RestorePoint | None, sink: Sink) -> Lineage:
-        """The history this run continues: the restored snapshot's, or on a fresh start what output it keeps."""
+    def _history(self, point: RestorePoint | None, sink: Sink, published: int) -> Lineage:
+        """The history this run continues: the restored snapshot's, or on a fresh start what output it keeps.
+
+        ``published`` is the sink's highest published (or set-aside) checkpoint id.
+        """
         if point is not None:
             return point.metadata.history
-        published = highest_published_id(sink)
         if published and self.options.existing_output == "keep":
             # Exactly the ids published now: output set aside earlier stays aside (a range would bring it back).
             ids = getattr(sink, "published_ids", lambda: set(range(1, published + 1)))()
@@ -619,19 +618,9 @@ class StreamingJob:
         return outcome.result
 
     def _check_savepoint_target(self, storage: CheckpointStorage, target: str | None) -> None:
-        """A savepoint may go under the job's checkpoint root or a ``--savepoint-targets`` prefix, nowhere else:
-        whoever can write a request must not make the job write its state anywhere it likes."""
-        if target is None:
-            return
-        allowed = [storage.root_url, *(t.strip() for t in self.options.savepoint_targets.split(",") if t.strip())]
-        wanted = _normalized_location(target)
-        for prefix in map(_normalized_location, allowed):
-            if wanted == prefix or wanted.startswith(prefix.rstrip("/") + "/"):
-                return
-        raise CheckpointFormatError(
-            f"target_directory {target!r} is not under the job's checkpoint root or a --savepoint-targets prefix "
-            f"({', '.join(allowed)}); start the job with --savepoint-targets to allow it"
-        )
+        """A savepoint may go under the job's checkpoint root or a ``--savepoint-targets`` prefix, nowhere else."""
+        prefixes = [t.strip() for t in self.options.savepoint_targets.split(",") if t.strip()]
+        storage.check_savepoint_target(target, prefixes)
 
     def _savepoint_and_stop(
         self, control: ControlChannel, coordinator: CheckpointCoordinator, working: WorkingCopy
@@ -708,15 +697,6 @@ class StreamingJob:
             "savepoint_path": self.savepoint_url,
             "savepoint_id": self.savepoint.id if self.savepoint else None,
         }
-
-
-def _normalized_location(location: str) -> str:
-    """``protocol://normalized/path`` for comparing locations (``..`` resolved, plain paths are ``file``)."""
-    protocol, path = split_protocol(location.strip())
-    protocol = protocol or "file"
-    if protocol == "file":
-        path = os.path.abspath(path)
-    return f"{protocol}://{posixpath.normpath(path)}"
 
 
 def _first_line(text: str) -> str:

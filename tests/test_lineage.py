@@ -182,5 +182,5 @@ def test_ids_stay_above_set_aside_output_and_keep_adopts_only_what_is_published(
             ["--job-name", "j", "--checkpoint-root", str(tmp_path), "--pipeline", "m:f"] + ["--existing-output", "keep"]
         )
     )
-    kept = job._history(None, sink)
+    kept = job._history(None, sink, sink.highest_published_id())
     assert kept.ranges == ((1, 2),), "keep adopts what is published, not what an earlier restore set aside"

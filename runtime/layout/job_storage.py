@@ -27,6 +27,7 @@ from spark_checkpoint_runtime.layout.names import (
     SHARED_DIR,
     checkpoint_dir_name,
     is_inside,
+    normalized_location,
     parse_checkpoint_dir_name,
     relative_to,
     safe_relative_path,
@@ -395,6 +396,23 @@ class CheckpointStorage:
         except DamagedCheckpoint as exc:
             raise CheckpointFormatError(f"--restore-from {location!r} cannot be used: {exc.reason}") from None
         return ValidCheckpoint(meta, path, self.fs, self.job_path)
+
+    def check_savepoint_target(self, target: str | None, prefixes: list[str]) -> None:
+        """Refuse (``CheckpointFormatError``) a savepoint ``target`` outside the checkpoint root and ``prefixes``.
+
+        Whoever can write a control request must not make the job write its state anywhere it likes.
+        """
+        if target is None:
+            return
+        allowed = [self.root_url, *prefixes]
+        wanted = normalized_location(target)
+        for prefix in map(normalized_location, allowed):
+            if wanted == prefix or wanted.startswith(prefix.rstrip("/") + "/"):
+                return
+        raise CheckpointFormatError(
+            f"target_directory {target!r} is not under the job's checkpoint root or a --savepoint-targets prefix "
+            f"({', '.join(allowed)}); start the job with --savepoint-targets to allow it"
+        )
 
     def default_savepoint_folder(self, trigger_id: str, target_directory: str | None = None) -> SavepointFolder:
         """Where the savepoint for ``trigger_id`` goes: ``target_directory`` or ``<job>/savepoints/``."""

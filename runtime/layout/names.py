@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import posixpath
 import re
+
+from fsspec.core import split_protocol
 
 from spark_checkpoint_runtime.layout.errors import CheckpointFormatError
 
@@ -87,6 +90,15 @@ def key_from(text: str) -> str:
         return key
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
     return f"{key[: MAX_KEY_LENGTH - len(digest) - 1]}-{digest}"
+
+
+def normalized_location(location: str) -> str:
+    """``protocol://normalized/path`` for comparing locations (``..`` resolved, plain paths are ``file``)."""
+    protocol, path = split_protocol(location.strip())
+    protocol = protocol or "file"
+    if protocol == "file":
+        path = os.path.abspath(path)
+    return f"{protocol}://{posixpath.normpath(path)}"
 
 
 def relative_to(path: str, base: str) -> str:
