@@ -1,6 +1,6 @@
 """Checkpoint cost and restore time against state size, with plain Spark measured in the same run.
 
-    .venv/bin/python -m benchmarks.state_size [--sizes-mb 10,100,1000] [--rounds 3]
+    .venv/bin/python -m benchmarks.state_size [--sizes-mb 10,100,1000] [--rounds 3] [--store hdfs|rocksdb]
 
 For each size, a wide stateful query (a count and the newest 128-character payload per key, about 140
 bytes of state per key on disk) first builds the whole state from Parquet input, once on plain Spark
@@ -14,6 +14,11 @@ Reported per size: restore (wall time of that restart, ours/plain); and the chec
 the batch: capture (synchronous, on the coordinator thread beside the batches), upload (asynchronous),
 bytes written against the state and against the state files that batch changed, and Spark's own
 ``walCommit`` + ``commitOffsets`` for the same batch.
+
+With ``--store rocksdb`` both sides run the RocksDB state store, and each restart also measures, from a listing
+of plain Spark's own checkpoint folder taken before and after it (outside our runtime), the bytes RocksDB
+newly wrote there for the same change: new SST files, and all new state files (SSTs, zips). Ours' bytes
+written per checkpoint are reported against both.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from benchmarks.run import make_session, run_ours, run_plain  # noqa: E402
 
 PIPELINE = "wide_stateful"
 BYTES_PER_KEY = 140  # state on disk per key of the wide query, measured (LZ4-compressed delta files)
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 ROWS_PER_FILE = 500_000
 
 
@@ -79,7 +85,13 @@ def measure(spark: Any, base: Path, size_mb: float, rounds: int) -> dict[str, An
 
     def start(side: str) -> dict[str, Any]:
         run = run_plain if side == "plain" else run_ours
-        return run(spark, landing, base / side, True, **options)
+        before = _state_listing(base / "plain" / "spark-checkpoint")
+        result = run(spark, landing, base / side, True, **options)
+        if side == "plain":
+            new = {p: n for p, n in _state_listing(base / "plain" / "spark-checkpoint").items() if p not in before}
+            result["native_new_bytes"] = sum(new.values())
+            result["native_new_sst_bytes"] = sum(n for p, n in new.items() if p.endswith(".sst"))
+        return result
 
     build_plain, build_ours = start("plain"), start("ours")
     samples = []
@@ -118,7 +130,44 @@ def measure(spark: Any, base: Path, size_mb: float, rounds: int) -> dict[str, An
         "written_to_changed_state_ratio": round(
             statistics.median(s["bytes_written"] / max(s["changed_state_file_bytes"], 1) for s in samples), 2
         ),
+        "restore_ratio_of_medians": round(median("restore_ours_seconds") / median("restore_plain_seconds"), 3),
+        "restore_ratio_spread": [
+            round(min(s["restore_ours_seconds"] / s["restore_plain_seconds"] for s in samples), 3),
+            round(max(s["restore_ours_seconds"] / s["restore_plain_seconds"] for s in samples), 3),
+        ],
+        **_native_ratios(samples),
         "samples": samples,
+    }
+
+
+def _native_ratios(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """RocksDB only: ours' bytes written per checkpoint against what RocksDB newly wrote in plain Spark's folder."""
+    if not all(s.get("native_new_sst_bytes") for s in samples):
+        return {}
+    return {
+        "native_new_bytes": int(statistics.median(s["native_new_bytes"] for s in samples)),
+        "native_new_sst_bytes": int(statistics.median(s["native_new_sst_bytes"] for s in samples)),
+        "written_to_native_sst_ratio": round(
+            statistics.median(s["bytes_written"] / s["native_new_sst_bytes"] for s in samples), 3
+        ),
+        "written_to_native_sst_ratio_max": round(
+            max(s["bytes_written"] / s["native_new_sst_bytes"] for s in samples), 3
+        ),
+        "written_to_native_ratio": round(
+            statistics.median(s["bytes_written"] / s["native_new_bytes"] for s in samples), 3
+        ),
+    }
+
+
+def _state_listing(checkpoint: Path) -> dict[str, int]:
+    """Every visible state file of a plain Spark checkpoint folder, with its size (taken outside the runtime)."""
+    state = checkpoint / "state"
+    if not state.exists():
+        return {}
+    return {
+        str(p.relative_to(state)): p.stat().st_size
+        for p in state.rglob("*")
+        if p.is_file() and not p.name.startswith(".")
     }
 
 
@@ -139,7 +188,27 @@ def _sample(plain: dict[str, Any], ours: dict[str, Any], changed_keys: int) -> d
         "capture_ms": latest["durations_ms"]["capture"],
         "upload_ms": latest["durations_ms"]["upload"],
         "spark_wal_plus_commit_ms": statistics.median(plain["spark_commit_ms"] or [0]),
+        "native_new_bytes": plain.get("native_new_bytes"),
+        "native_new_sst_bytes": plain.get("native_new_sst_bytes"),
     }
+
+
+def print_rocksdb_table(results: list[dict[str, Any]]) -> None:
+    print("\n== RocksDB: bytes written per checkpoint against what RocksDB newly wrote (median of the restarts)")
+    print(
+        f"{'state MB':>9} {'changed':>8} {'ours written KB':>15} {'native new SST KB':>17} {'ours/SST':>8} "
+        f"{'ours/SST max':>12} {'native new KB':>13} {'ours/native':>11} {'written/state':>13} "
+        f"{'restore ours/plain':>18}"
+    )
+    for r in results:
+        if "native_new_sst_bytes" not in r:
+            continue
+        print(
+            f"{r['state_bytes'] / 1e6:>9.1f} {r['changed_keys']:>8} {r['bytes_written'] / 1e3:>15.1f} "
+            f"{r['native_new_sst_bytes'] / 1e3:>17.1f} {r['written_to_native_sst_ratio']:>8} "
+            f"{r['written_to_native_sst_ratio_max']:>12} {r['native_new_bytes'] / 1e3:>13.1f} "
+            f"{r['written_to_native_ratio']:>11} {r['written_to_state_ratio']:>13} {r['restore_ratio_of_medians']:>18}"
+        )
 
 
 def print_table(results: list[dict[str, Any]]) -> None:
@@ -162,11 +231,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.state_size", description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes-mb", default="10,100,1000", help="comma-separated state sizes in MB")
     parser.add_argument("--rounds", type=int, default=5, help="restarts per size")
-    parser.add_argument("--out", default=str(REPO / "benchmarks" / "state_size.json"))
+    parser.add_argument("--store", choices=("hdfs", "rocksdb"), default="hdfs", help="the state store both sides use")
+    parser.add_argument("--out", help="JSON results (default benchmarks/state_size[_rocksdb].json)")
     args = parser.parse_args(argv)
+    suffix = "" if args.store == "hdfs" else f"_{args.store}"
+    args.out = args.out or str(REPO / "benchmarks" / f"state_size{suffix}.json")
     sizes = [float(s) for s in args.sizes_mb.split(",") if s.strip()]
     # The state store keeps every key in the driver's heap (local mode), a few versions at a time.
     spark = make_session(driver_memory=f"{min(16, max(2, math.ceil(max(sizes) * 12 / 1000)))}g")
+    if args.store == "rocksdb":
+        spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
     base = Path(tempfile.mkdtemp(prefix="checkpoint-state-size-"))
     results = []
     try:
@@ -178,7 +252,8 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(base, ignore_errors=True)
         spark.stop()
     print_table(results)
-    Path(args.out).write_text(json.dumps({"rounds": args.rounds, "sizes": results}, indent=1))
+    print_rocksdb_table(results)
+    Path(args.out).write_text(json.dumps({"rounds": args.rounds, "store": args.store, "sizes": results}, indent=1))
     print(f"\nwrote {args.out}")
     return 0
 

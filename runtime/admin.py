@@ -31,6 +31,7 @@ from spark_checkpoint_runtime.layout import (
     DamagedCheckpoint,
 )
 from spark_checkpoint_runtime.options import OptionsError, load_spec
+from spark_checkpoint_runtime.state_files.operators import describe_operators
 
 COMMANDS = ("savepoint", "list", "inspect")
 
@@ -148,12 +149,24 @@ def list_snapshots(storage: CheckpointStorage, *, as_json: bool) -> int:
 
 
 def inspect(storage: CheckpointStorage, checkpoint_id: int | None, savepoint_name: str | None) -> int:
-    if checkpoint_id is not None:
-        print(storage.read_checkpoint(checkpoint_id).to_json())
+    if checkpoint_id is not None or savepoint_name is not None:
+        meta = (
+            storage.read_checkpoint(checkpoint_id)
+            if checkpoint_id is not None
+            else storage.read_savepoint(savepoint_name)
+        )
+        print(json.dumps({**json.loads(meta.to_json()), "state_operators": _operators(meta)}, indent=1))
         return EXIT_OK
-    if savepoint_name is not None:
-        print(storage.read_savepoint(savepoint_name).to_json())
-        return EXIT_OK
+    print(json.dumps(inspect_job(storage), indent=1))
+    return EXIT_OK
+
+
+def _operators(meta: Any) -> list[dict[str, Any]]:
+    return describe_operators(meta.files, meta.fingerprint or {})
+
+
+def inspect_job(storage: CheckpointStorage) -> dict[str, Any]:
+    """Counts, latest checkpoint and savepoint (with its stateful operators), duration summary, history."""
     rows, incomplete = _snapshots(storage)
     checkpoints = [r for r in rows if r["kind"] == "checkpoint"]
     durations = [r["duration_ms"] for r in checkpoints if r["duration_ms"] is not None]
@@ -166,6 +179,7 @@ def inspect(storage: CheckpointStorage, checkpoint_id: int | None, savepoint_nam
         },
         "latest": {
             "checkpoint": checkpoints[-1] if checkpoints else None,
+            "operators": _operators(storage.read_checkpoint(checkpoints[-1]["checkpoint_id"])) if checkpoints else [],
             "savepoint": next((r for r in reversed(rows) if r["kind"] == "savepoint"), None),
         },
         "summary": {
@@ -179,5 +193,4 @@ def inspect(storage: CheckpointStorage, checkpoint_id: int | None, savepoint_nam
         "live_runs": ControlChannel(storage).live_runs(),
         "history": rows,
     }
-    print(json.dumps(stats, indent=1))
-    return EXIT_OK
+    return stats

@@ -36,9 +36,12 @@ from spark_checkpoint_runtime.layout import (
 from spark_checkpoint_runtime.lease import UNFENCED, Fence
 from spark_checkpoint_runtime.retention import subsume
 from spark_checkpoint_runtime.snapshot import Capture, StoredFiles, Upload, capture, upload, upload_savepoint
+from spark_checkpoint_runtime.state_files import CaptureRaced
 from spark_checkpoint_runtime.working_copy import WorkingCopy
 
 log = logging.getLogger(__name__)
+
+MAX_CONSECUTIVE_DECLINES = 5
 
 
 @dataclass(frozen=True)
@@ -172,6 +175,7 @@ class CheckpointCoordinator:
         self.clock = clock
         self.decider = RequestDecider(config.interval, config.min_pause)
         self.failures = FailureManager(config.tolerable_failures)
+        self.declines = 0  # consecutive captures that raced Spark's maintenance
         self.latest: CheckpointMetadata | None = None
         self.covered_batch = -1  # the newest batch a completed checkpoint of this run covers
         self.completed: list[int] = []
@@ -312,6 +316,10 @@ class CheckpointCoordinator:
         trigger_ms = now_ms()
         try:
             snap = capture(self.working, checkpoint_id, batch_id, self.stored)
+        except CaptureRaced as exc:
+            self.working.release(f"chk-{checkpoint_id}")
+            self._decline(checkpoint_id, batch_id, str(exc), request)
+            return
         except Exception as exc:
             self.working.release(f"chk-{checkpoint_id}")
             self._fail(checkpoint_id, batch_id, f"capture failed: {exc}", request)
@@ -357,6 +365,10 @@ class CheckpointCoordinator:
             if pending.request is not None:
                 self._resolve(pending.request, None, str(exc))
             return
+        except CaptureRaced as exc:
+            self._discard(pending)
+            self._decline(pending.id, pending.batch_id, str(exc), pending.request)
+            return
         except Exception as exc:
             self._fail(pending.id, pending.batch_id, f"{type(exc).__name__}: {exc}", pending.request)
             self._discard(pending)
@@ -366,6 +378,7 @@ class CheckpointCoordinator:
         if savepoint is None:
             self.stored.replace(meta.files)  # savepoints share nothing with later checkpoints
         self.failures.succeeded()
+        self.declines = 0
         self.decider.finished(self.clock())
         log.info(
             "Completed %s %d for job %r (batch %d): wrote %s of %s total (state %s) in %s%s",
@@ -471,6 +484,16 @@ class CheckpointCoordinator:
         except Exception:  # leftovers have no _metadata: never mistaken for a snapshot; retention removes them
             log.warning("could not clean up failed %s %d", pending.kind, pending.id, exc_info=True)
         self.working.release(f"chk-{pending.id}")
+
+    def _decline(self, checkpoint_id: int, batch_id: int, reason: str, request: SnapshotRequest | None) -> None:
+        """Spark's maintenance raced the capture: not a failure of the job's storage, so it is taken again
+        (at the next batch, or at once for a requested snapshot) unless it keeps happening."""
+        self.declines += 1
+        if self.declines > MAX_CONSECUTIVE_DECLINES:
+            self._fail(checkpoint_id, batch_id, f"{reason}; declined {self.declines} times in a row", request)
+            return
+        log.warning("Checkpoint %d (batch %d) declined: %s; it is taken again", checkpoint_id, batch_id, reason)
+        self.decider.finished(self.clock())
 
     def _fail(self, checkpoint_id: int, batch_id: int, reason: str, request: SnapshotRequest | None = None) -> None:
         kind = "Savepoint" if request is not None and request.savepoint is not None else "Checkpoint"

@@ -23,9 +23,22 @@ STATEFUL_OPERATORS = {
     "Deduplicate": "deduplication",
     "DeduplicateWithinWatermark": "deduplication within watermark",
     "FlatMapGroupsWithState": "flatMapGroupsWithState",
+    "FlatMapGroupsInPandasWithState": "applyInPandasWithState",
     "TransformWithState": "transformWithState",
+    "TransformWithStateInPandas": "transformWithState",
+    "TransformWithStateInPySpark": "transformWithState",
     "Join": "join",
 }
+SESSION_WINDOW = "session window aggregation"
+
+# The state store: which provider wrote the state files and in which checkpoint format. Spark cannot read one
+# provider's files with another, nor format v1 files as v2. The changelog setting may change (Spark reads both).
+PROVIDER_CONF = "spark.sql.streaming.stateStore.providerClass"
+FORMAT_VERSION_CONF = "spark.sql.streaming.stateStore.checkpointFormatVersion"
+CHANGELOG_CONF = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
+HDFS_PROVIDER = "HDFSBackedStateStoreProvider"
+ROCKSDB_PROVIDER = "RocksDBStateStoreProvider"
+SNAPSHOTTABLE_PROVIDERS = (HDFS_PROVIDER, ROCKSDB_PROVIDER)
 _DROPPED_KEYS = {"exprId", "resultId", "qualifier", "jvmId", "metadata", "nonInheritableMetadataKeys"}
 
 
@@ -64,16 +77,43 @@ def fingerprint_from_plan_json(nodes: list[dict[str, Any]]) -> dict[str, Any]:
 def _operator(short: str, node: dict[str, Any]) -> dict[str, Any]:
     op: dict[str, Any] = {"type": STATEFUL_OPERATORS[short]}
     if short == "Aggregate":
-        op["key"] = [_render(expr) for expr in node.get("groupingExpressions", [])]
+        grouping = node.get("groupingExpressions", [])
+        op["key"] = [_render(expr) for expr in grouping]
         op["state"] = sorted(_render(expr) for expr in node.get("aggregateExpressions", []) if _has_aggregate(expr))
+        if any(_is_session_window(expr) for expr in grouping):
+            op["type"] = SESSION_WINDOW  # its state (sessions per key) is laid out unlike a plain aggregation's
     elif short.startswith("Deduplicate"):
-        op["key"] = [_render([k]) for k in node.get("keys", [])]
+        op["key"] = [_render(k) for k in node.get("keys", [])]
     elif short == "Join":
-        op["key"] = [str(node.get("joinType"))]
-        op["state"] = [_render(node["condition"])] if node.get("condition") else []
+        op["type"] = f"{_join_type(node.get('joinType'))} join"
+        op["key"] = [_render(node["condition"])] if node.get("condition") else []
+    elif short.startswith("TransformWithState"):
+        # The state variables live in the processor (Spark checks their schemas itself on restart).
+        op["key"] = [f"{node.get('groupingAttributesLen')} grouping column(s)", _object_name(node.get("timeMode"))]
     else:
         op["key"] = [_render(expr) for expr in node.get("groupingAttributes", [])]
+        if node.get("stateType") is not None:
+            op["state"] = [_type(node.get("stateType")), f"timeout {_object_name(node.get('timeout'))}"]
     return op
+
+
+def _object_name(value: Any) -> str:
+    """``{"object": "org.apache.spark...Inner$"}`` -> ``Inner``."""
+    name = value.get("object", "") if isinstance(value, dict) else str(value or "")
+    return name.rsplit(".", 1)[-1].rstrip("$")
+
+
+def _join_type(value: Any) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", " ", _object_name(value)).lower() or "unknown"
+
+
+def _is_session_window(expr: list[dict[str, Any]] | dict[str, Any]) -> bool:
+    nodes = expr if isinstance(expr, list) else [expr]
+    return any(
+        n.get("name") == "session_window" or "spark.sessionWindow" in (n.get("metadata") or {})
+        for n in nodes
+        if isinstance(n, dict)
+    )
 
 
 def _has_aggregate(expr: list[dict[str, Any]]) -> bool:
@@ -113,6 +153,24 @@ def _type(data_type: Any) -> str:
 
 def _snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def state_store_settings(spark: Any) -> dict[str, Any]:
+    """The session's state store: provider class (short name), checkpoint format version, changelog on/off."""
+    provider = _conf(spark, PROVIDER_CONF) or HDFS_PROVIDER
+    return {
+        "provider": provider.rsplit(".", 1)[-1],
+        "provider_class": provider,
+        "checkpoint_format_version": int(_conf(spark, FORMAT_VERSION_CONF) or 1),
+        "changelog_checkpointing": (_conf(spark, CHANGELOG_CONF) or "false").lower() == "true",
+    }
+
+
+def _conf(spark: Any, key: str) -> str | None:
+    try:
+        return spark.conf.get(key)
+    except Exception:  # noqa: BLE001 - a conf unknown to this Spark has no value here
+        return None
 
 
 def pinned_conf_values(spark: Any, keys: list[str]) -> dict[str, str | None]:
@@ -157,13 +215,39 @@ def differences(
                     f"operator {index} ({old.get('type')}) {label}: "
                     f"[{', '.join(old.get(part) or [])}] became [{', '.join(new.get(part) or [])}]"
                 )
+    if old_ops and new_ops:
+        found.extend(_state_store_differences(saved, current))
     old_sources, new_sources = saved.get("sources", []), current.get("sources", [])
     if old_sources != new_sources:
         found.append(f"sources: [{', '.join(old_sources)}] became [{', '.join(new_sources)}]")
     for key, old_value in sorted((saved.get("pinned_confs") or {}).items()):
+        if key == PROVIDER_CONF:
+            continue  # compared as the state store above, with what to do about it
         new_value = current_confs.get(key)
         if new_value is not None and str(new_value) != str(old_value):
             found.append(f"conf {key}: {old_value} became {new_value}")
+    return found
+
+
+def _state_store_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    old = saved.get("state_store") or {}
+    if not old and (saved.get("pinned_confs") or {}).get(PROVIDER_CONF):  # snapshots from before state_store
+        old = {"provider": saved["pinned_confs"][PROVIDER_CONF].rsplit(".", 1)[-1]}
+    new = current.get("state_store") or {}
+    if not old or not new:
+        return []
+    found = []
+    if old.get("provider") != new.get("provider"):
+        found.append(
+            f"state store: the snapshot's state was written by {old.get('provider')}, the new pipeline uses "
+            f"{new.get('provider')} (Spark cannot read one provider's files with the other; set "
+            f"{PROVIDER_CONF}={old.get('provider_class', old.get('provider'))} to restore this snapshot)"
+        )
+    elif (was := old.get("checkpoint_format_version", 1)) != (now := new.get("checkpoint_format_version", 1)):
+        found.append(
+            f"state store checkpoint format: the snapshot was written in format v{was}, the new pipeline uses "
+            f"v{now} (set {FORMAT_VERSION_CONF}={was} to restore this snapshot)"
+        )
     return found
 
 

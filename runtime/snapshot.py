@@ -13,6 +13,7 @@ import os
 import posixpath
 import shutil
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +22,9 @@ from fsspec.implementations.local import LocalFileSystem
 
 from spark_checkpoint_runtime import faults
 from spark_checkpoint_runtime.layout import CheckpointStorage, FileEntry, SavepointFolder, ValidCheckpoint
-from spark_checkpoint_runtime.state_files import SelectedFile, read_batch_offsets, select_files
+from spark_checkpoint_runtime.state_files import CaptureRaced, SelectedFile, read_batch_offsets, select_files
+from spark_checkpoint_runtime.state_files.operators import OPERATOR_METADATA_V2, relocate_schema_paths
+from spark_checkpoint_runtime.state_files.rocksdb import SST_FOLDER, read_zip_contents
 from spark_checkpoint_runtime.working_copy import WorkingCopy, link_or_copy
 
 log = logging.getLogger(__name__)
@@ -72,13 +75,50 @@ class Capture:
     source_offsets: list
 
 
+CAPTURE_ATTEMPTS = 3
+
+
 def capture(working: WorkingCopy, checkpoint_id: int, batch_id: int, stored: StoredFiles) -> Capture:
-    """Select and freeze what Spark needs to resume after ``batch_id``."""
-    files = select_files(working.listing(), batch_id, stored.targets())
-    sources = working.freeze(f"chk-{checkpoint_id}", [f.target for f in files])
+    """Select and freeze what Spark needs to resume after ``batch_id``.
+
+    Spark's maintenance runs beside the job and may delete or replace files between the listing and the
+    freeze. Such a race lists again, up to ``CAPTURE_ATTEMPTS`` times, then raises ``CaptureRaced`` (the
+    checkpoint is declined and taken at a later batch).
+    """
+    name = f"chk-{checkpoint_id}"
+    for attempt in range(1, CAPTURE_ATTEMPTS + 1):
+        try:
+            try:
+                files = select_files(working.listing(), batch_id, stored.targets(), working.read_bytes)
+                sources = working.freeze(name, [f.target for f in files])
+            except FileNotFoundError as exc:
+                raise CaptureRaced(f"{exc.filename or exc} vanished before it was frozen") from exc
+            _check_frozen_zips(working, files, sources)
+            break
+        except CaptureRaced as exc:
+            working.release(name)
+            if attempt == CAPTURE_ATTEMPTS:
+                raise CaptureRaced(f"{exc} ({CAPTURE_ATTEMPTS} attempts)") from exc
+            log.info("capture of checkpoint %d raced Spark's maintenance (%s); listing again", checkpoint_id, exc)
+            time.sleep(0.05 * attempt)
     batch_meta, offsets = read_batch_offsets(working.read_text(f"offsets/{batch_id}"))
     pinned = {str(k): str(v) for k, v in (batch_meta.get("conf") or {}).items()}
     return Capture(checkpoint_id, batch_id, files, sources, pinned, offsets)
+
+
+def _check_frozen_zips(working: WorkingCopy, files: list[SelectedFile], sources: dict[str, str]) -> None:
+    """A RocksDB zip replaced between selection and freeze may name other SSTs: the frozen one decides."""
+    if not working.is_local:
+        return  # read in place at upload time; a vanished file fails that upload
+    targets = {f.target for f in files}
+    for selected in files:
+        if selected.target.startswith("state/") and selected.target.endswith(".zip"):
+            folder = posixpath.dirname(selected.target)
+            with open(sources[selected.target], "rb") as frozen:
+                contents = read_zip_contents(frozen.read(), selected.target)
+            missing = [n for n in contents.sst_files if posixpath.join(folder, SST_FOLDER, n) not in targets]
+            if missing:
+                raise CaptureRaced(f"{selected.target} was replaced while it was captured (it now names {missing[0]})")
 
 
 @dataclass
@@ -128,7 +168,12 @@ def upload(
                 new_shared.append(relative)
             else:
                 relative = storage.checkpoint_relative_file(snap.checkpoint_id, selected.target)
-            copy_into_storage(working, snap.sources[selected.target], storage, relative)
+            try:
+                copy_into_storage(working, snap.sources[selected.target], storage, relative)
+            except FileNotFoundError as exc:
+                if working.fs.exists(snap.sources[selected.target]):
+                    raise
+                raise CaptureRaced(f"{selected.target} vanished before it was uploaded") from exc
             faults.reach("upload")
             written += selected.size
             entries.append(FileEntry(relative, selected.target, selected.size, selected.shared))
@@ -168,6 +213,9 @@ def materialize(snapshot: ValidCheckpoint, working: WorkingCopy, *, skip_state_o
         destination = working.file_path(entry.target)
         working.fs.makedirs(posixpath.dirname(destination), exist_ok=True)
         _copy(snapshot.fs, source, working.fs, destination, link=True)
+        if OPERATOR_METADATA_V2.match(entry.target):
+            relocated = relocate_schema_paths(working.read_text(entry.target), working.schema_location)
+            working.replace_text(entry.target, relocated)
         copied += entry.size
     return copied
 

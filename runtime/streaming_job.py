@@ -26,7 +26,7 @@ from typing import Any
 from spark_checkpoint_runtime import faults
 from spark_checkpoint_runtime.coordinator import CheckpointConfig, CheckpointCoordinator
 from spark_checkpoint_runtime.errors import ExistingOutput, JobFailed, LeaseLost, PipelineError
-from spark_checkpoint_runtime.fingerprint import plan_fingerprint
+from spark_checkpoint_runtime.fingerprint import SNAPSHOTTABLE_PROVIDERS, plan_fingerprint, state_store_settings
 from spark_checkpoint_runtime.layout import (
     CheckpointFormatError,
     CheckpointMetadata,
@@ -56,7 +56,8 @@ from spark_checkpoint_runtime.working_copy import WorkingCopy
 
 log = logging.getLogger(__name__)
 
-ROCKSDB_PROVIDER_HINT = "RocksDB"
+RECENT_CHECKPOINTS = 20  # the run report lists this many of the run's newest checkpoints, and counts them all
+
 CONTROL_POLL_SECONDS = 1.0
 STOP_MARKER = "checkpointed-job graceful stop"
 
@@ -223,14 +224,15 @@ class StreamingJob:
         if self._spark is not None:
             for key, value in opts.conf.items():
                 spark.conf.set(key, value)
-        provider = spark.conf.get("spark.sql.streaming.stateStore.providerClass", "") or ""
-        if ROCKSDB_PROVIDER_HINT in provider:
-            raise UnsupportedStateStore(
-                f"state store {provider} is not supported yet: snapshots of RocksDB state (with or without "
-                "changelog checkpointing) are not implemented; use the default HDFSBackedStateStoreProvider"
-            )
         df = load_pipeline(opts.pipeline, spark)
-        fingerprint = plan_fingerprint(df)
+        fingerprint = {**plan_fingerprint(df), "state_store": state_store_settings(spark)}
+        provider = fingerprint["state_store"]["provider_class"]
+        if fingerprint["operators"] and fingerprint["state_store"]["provider"] not in SNAPSHOTTABLE_PROVIDERS:
+            raise UnsupportedStateStore(
+                f"state store provider {provider}: its file layout is unknown to the runtime, which snapshots "
+                f"{' and '.join(SNAPSHOTTABLE_PROVIDERS)}; set spark.sql.streaming.stateStore.providerClass to one "
+                "of them"
+            )
         restored_operators = None
         if point is not None:
             restored_operators = check_compatible(
@@ -691,7 +693,10 @@ class StreamingJob:
             "checkpoint_kind": latest.kind if latest else None,
             "batch_id": latest.batch_id if latest else None,
             "restored_from": point.describe() if point else None,
-            "checkpoints_completed": list(coordinator.completed),
+            # Bounded: a continuous run completes a checkpoint every few seconds for weeks.
+            "checkpoints_completed": coordinator.completed[-RECENT_CHECKPOINTS:],
+            "checkpoints_completed_count": len(coordinator.completed),
+            "first_checkpoint_id": coordinator.completed[0] if coordinator.completed else None,
             "batches": len(rows),
             "rows": sum(rows.values()),
             "savepoint_path": self.savepoint_url,

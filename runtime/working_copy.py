@@ -46,6 +46,11 @@ class WorkingCopy:
         """The value for Spark's ``checkpointLocation`` option."""
         return self.spark_path if self.is_local else self.fs.unstrip_protocol(self.spark_path)
 
+    @property
+    def schema_location(self) -> str:
+        """Spark's own, fully qualified name of its checkpoint location (as it writes it into metadata)."""
+        return f"file:{self.spark_path}" if self.is_local else self.fs.unstrip_protocol(self.spark_path)
+
     def create(self) -> None:
         if not self._private_temporary and self.fs.exists(self.run_path):
             raise FileExistsError(f"working folder {self.run_path} already exists; run ids must be unique")
@@ -79,7 +84,22 @@ class WorkingCopy:
         return sorted(int(b) for b in (posixpath.basename(n) for n in names) if b.isdigit())
 
     def read_text(self, target: str) -> str:
-        return self.fs.cat_file(self.file_path(target)).decode("utf-8")
+        return self.read_bytes(target).decode("utf-8")
+
+    def read_bytes(self, target: str) -> bytes:
+        """A working file's bytes (small files: zips' metadata, commit log entries)."""
+        return self.fs.cat_file(self.file_path(target))
+
+    def replace_text(self, target: str, text: str) -> None:
+        """Write a working file afresh (never through a hard link into the stored copy it came from)."""
+        path = self.file_path(target)
+        if self.is_local:
+            temporary = f"{path}.relocating"
+            with open(temporary, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            os.replace(temporary, path)
+        else:
+            self.fs.pipe_file(path, text.encode("utf-8"))
 
     def freeze(self, name: str, targets: list[str]) -> dict[str, str]:
         """Pin the given files for an upload; returns target -> path to read from.

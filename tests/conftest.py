@@ -55,6 +55,10 @@ def spark():
     """One local SparkSession for every in-process test (starting one takes ~15 s)."""
     from pyspark.sql import SparkSession
 
+    # Python workers (UDFs, applyInPandasWithState, transformWithStateInPandas) import the example pipelines
+    # and need this venv's pandas: the JVM hands them its environment.
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.master("local[2]").appName("airflow-checkpoint-provider-tests")
     for key, value in {**SPARK_CONF, "spark.sql.streaming.stopTimeout": "30000"}.items():
         builder = builder.config(key, value)

@@ -41,16 +41,17 @@ def run_chain(
     plan: list[str],
     rng: random.Random,
     storage_options: dict | None = None,
+    spark_conf: list[str] = (),
     **extra: str,
 ) -> Path:
     """Run ``job`` once per entry of ``plan`` (a fault point like ``upload@2``, or RANDOM), each killed.
 
     ``extra`` may move the checkpoint root (``checkpoint_root="s3://..."``); ``storage_options`` go to the
-    runtime in a spec file, as the provider sends them.
+    runtime in a spec file, as the provider sends them; ``spark_conf`` adds ``--conf`` options.
     """
     root, work, output, log = tmp_path / "root", tmp_path / "work", tmp_path / "out", tmp_path / "job.log"
     settings = {"sink": f"parquet:{output}", "trigger": "continuous", "batch_interval": "200ms", "num_retained": "2"}
-    args = job_args(job, root, work, landing, **{**settings, **extra})
+    args = job_args(job, root, work, landing, **{**settings, **extra}) + list(spark_conf)
     if storage_options:
         spec = tmp_path / "spec.json"
         spec.write_text(json.dumps({"storage_options": storage_options}))

@@ -38,6 +38,8 @@ def test_the_wheel_has_no_top_level_runtime_package(wheel):
     assert top == {"spark_checkpoint_runtime", "airflow_checkpoint_provider"}
     assert "spark_checkpoint_runtime/job.py" in names
     assert "spark_checkpoint_runtime/layout/job_storage.py" in names  # subpackages are listed in pyproject
+    assert "spark_checkpoint_runtime/state_files/rocksdb.py" in names
+    assert {"spark_checkpoint_runtime/py.typed", "airflow_checkpoint_provider/py.typed"} <= set(names), "PEP 561"
 
 
 def test_a_clean_venv_imports_the_runtime_by_its_own_name_and_airflow_lists_the_provider(wheel, tmp_path):

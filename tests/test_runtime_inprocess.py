@@ -173,23 +173,21 @@ def test_externalized_retention_delete_on_cancellation_discards_checkpoints_not_
     assert sorted(r["id"] for r in published_rows(tmp_path / "out")) == list(range(20))
 
 
-@pytest.mark.parametrize("changelog", ["true", "false"])
-def test_rocksdb_state_store_is_refused_with_a_clear_message(spark, tmp_path, landing, changelog):
+def test_a_state_store_with_an_unknown_file_layout_is_refused_naming_it(spark, tmp_path, landing):
     from spark_checkpoint_runtime.state_files import UnsupportedStateStore
 
     landing.add_files(1)
-    provider = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-    spark.conf.set("spark.sql.streaming.stateStore.providerClass", provider)
+    provider = "com.example.streaming.CustomStateStoreProvider"
     try:
-        with pytest.raises(UnsupportedStateStore, match="RocksDB.*not supported yet.*changelog checkpointing"):
+        with pytest.raises(UnsupportedStateStore, match=f"state store provider {provider}: its file layout is unknown"):
             run(
                 spark,
-                "rocks",
+                "custom",
                 tmp_path,
                 landing,
                 pipeline="examples.pipelines:running_counts",
                 output_mode="update",
-                conf=f"spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled={changelog}",
+                conf=f"spark.sql.streaming.stateStore.providerClass={provider}",
             )
     finally:
         spark.conf.unset("spark.sql.streaming.stateStore.providerClass")

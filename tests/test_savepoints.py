@@ -139,7 +139,7 @@ def test_savepoint_upgrade_lifecycle(spark, tmp_path: Path, landing: Landing):
     labels = [r.label for r in merged.where("label IS NOT NULL").collect()]
     assert labels and all(label.startswith("k") and label.count(":") == 1 for label in labels)
     # NO_CLAIM: the first checkpoint after the restore references nothing of the savepoint, which is intact.
-    first = json.loads((root / "counts" / f"chk-{v2['checkpoints_completed'][0]}" / "_metadata").read_text())
+    first = json.loads((root / "counts" / f"chk-{v2['first_checkpoint_id']}" / "_metadata").read_text())
     assert all("savepoint" not in f["path"] for f in first["files"])
     assert tree_state(elsewhere) == tree_state(savepoint)
 
@@ -223,3 +223,49 @@ def test_allow_non_restored_state_drops_trailing_operators_only(spark, tmp_path,
     assert result["restored_from"] is not None and result["rows"] == 10, "continues from the offsets, new rows only"
     latest = json.loads((root / "drop" / f"chk-{result['checkpoint_id']}" / "_metadata").read_text())
     assert not any(f["target"].startswith("state/") for f in latest["files"]), "the dropped state is not carried"
+
+
+def test_a_rocksdb_savepoint_copied_elsewhere_restores_exact_counts_and_stays_untouched(spark, tmp_path, landing):
+    from tests.state_matrix import STATE_CONFS, STORES, store_args
+
+    root, work, output = tmp_path / "root", tmp_path / "work", tmp_path / "out"
+    landing.add_files(5)
+    common = {"pipeline": "examples.pipelines:running_counts", "output_mode": "update", "sink": f"parquet:{output}"}
+    v1 = start_module(
+        job_args("rocks", root, work, landing, trigger="continuous", batch_interval="200ms", **common),
+        conf=STORES["rocksdb-changelog"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    control = ControlChannel(CheckpointStorage(str(root), "rocks"))
+    wait_for(lambda: len(completed_checkpoints(root, "rocks")) >= 4 and control.live_runs(), 180, "v1 running", v1)
+    asked = run_module(
+        ["savepoint", "--job-name", "rocks", "--checkpoint-root", str(root), "--stop", "--timeout", "3min"], timeout=240
+    )
+    assert asked.returncode == 0, asked.stderr[-3000:]
+    _, stderr = v1.communicate(timeout=120)
+    assert v1.returncode == 0, stderr[-3000:]
+    savepoint = Path(asked.stdout.strip().splitlines()[-1].removeprefix("file://"))
+    meta = json.loads((savepoint / "_metadata").read_text())
+    targets = [f["target"] for f in meta["files"]]
+    assert any("/SSTs/" in t or t.endswith(".changelog") for t in targets), targets
+    assert meta["fingerprint"]["state_store"]["provider"] == "RocksDBStateStoreProvider"
+
+    elsewhere = tmp_path / "archive" / "rocks-savepoint"
+    shutil.copytree(savepoint, elsewhere)
+    shutil.rmtree(savepoint)  # only the copy is left
+    copied = tree_state(elsewhere)
+    landing.add_files(3)
+    try:
+        argv = job_args("rocks", root, work, landing, restore_from=str(elsewhere), **common) + store_args(
+            "rocksdb-changelog"
+        )
+        v2 = StreamingJob(parse_options(argv), spark).run()
+    finally:
+        for key in STATE_CONFS:
+            spark.conf.unset(key)
+    assert v2["restored_from"]["kind"] == "savepoint"
+    assert final_counts(output) == landing.counts_by_key()
+    assert tree_state(elsewhere) == copied, "NO_CLAIM: the restored savepoint is left exactly as it was"
+    first = json.loads((root / "rocks" / f"chk-{v2['first_checkpoint_id']}" / "_metadata").read_text())
+    assert all("rocks-savepoint" not in f["path"] for f in first["files"]), "nothing references the savepoint"

@@ -196,13 +196,15 @@ def test_selection_prefers_stored_snapshot_chains():
     assert incremental == [f"state/0/0/{v}.delta" for v in range(1, 14)], "reuse stored deltas, skip the new snapshot"
 
 
-def test_selection_refuses_incomplete_batches_and_rocksdb():
+def test_selection_refuses_incomplete_batches_and_unknown_state_layouts():
     with pytest.raises(CaptureError, match="offsets/9"):
         select_files(_listing(4, range(1, 6)), 9)
     with pytest.raises(CaptureError, match="no complete snapshot/delta chain"):
         select_files(_listing(4, [1, 2, 4, 5]), 4)
-    with pytest.raises(UnsupportedStateStore, match="RocksDB"):
+    with pytest.raises(UnsupportedStateStore, match="mixes HDFS-backed"):
         select_files(_listing(1, range(1, 3), extra={"state/0/0/2.zip": 10}), 1)
+    with pytest.raises(UnsupportedStateStore, match="unknown state file state/0/0/2.parquet"):
+        select_files(_listing(1, range(1, 3), extra={"state/0/0/2.parquet": 10}), 1)
 
 
 def test_retention_plan_keeps_newest_and_what_they_reference():

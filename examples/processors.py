@@ -1,0 +1,51 @@
+"""A ``StatefulProcessor`` for ``transformWithStateInPandas`` (kept apart: it needs pyspark at import time)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pandas as pd
+from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
+from pyspark.sql.types import LongType, StructField, StructType
+
+
+class CountingProcessor(StatefulProcessor):
+    """A running count per key, with one state variable of each kind and a processing-time timer.
+
+    - ``count`` (value state): the running count, emitted after every batch that touches the key;
+    - ``recent`` (list state): the key's last three ids;
+    - ``per_value`` (map state): events per value;
+    - an event-time timer two hours after the key's newest event, moved on every batch (checkpointed with the
+      state; it fires only once the watermark passes it, which the test input never does). Event time, not
+      processing time: processing-time timers keep Spark running empty batches, so an available-now run
+      would never end.
+    """
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        long_schema = StructType([StructField("v", LongType())])
+        self.handle = handle
+        self.count = handle.getValueState("count", long_schema)
+        self.recent = handle.getListState("recent", long_schema)
+        self.per_value = handle.getMapState("per_value", long_schema, long_schema)
+
+    def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
+        total = self.count.get()[0] if self.count.exists() else 0
+        ids: list[int] = list(row[0] for row in self.recent.get()) if self.recent.exists() else []
+        newest = 0
+        for frame in rows:
+            total += len(frame)
+            newest = max(newest, int(frame["event_time"].max().timestamp() * 1000))
+            ids.extend(int(i) for i in frame["id"])
+            for value, n in frame["value"].value_counts().items():
+                previous = self.per_value.getValue((int(value),))[0] if self.per_value.containsKey((int(value),)) else 0
+                self.per_value.updateValue((int(value),), (previous + int(n),))
+        self.count.update((total,))
+        self.recent.put([(i,) for i in ids[-3:]])
+        for timer in self.handle.listTimers():
+            self.handle.deleteTimer(timer)
+        self.handle.registerTimer(newest + 2 * 3_600_000)
+        yield pd.DataFrame({"key": [key[0]], "count": [total]})
+
+    def close(self) -> None:
+        """Nothing to release."""

@@ -1,0 +1,166 @@
+"""The RocksDB state store's files, per store folder ``state/<op>/<part>[/<store>]``.
+
+- ``<v>.zip`` describes version ``v`` completely: RocksDB's small files and a ``metadata`` file naming the
+  immutable SST files (``SSTs/<n>-<uuid>.sst``) and archived logs (``logs/<n>-<uuid>.log``) it needs. SSTs are
+  shared by many versions: they are stored once and referenced by every checkpoint that needs them.
+- With changelog checkpointing every version writes ``<v>.changelog`` and a zip only every few versions, so
+  version ``v`` is the newest zip at or below it plus every changelog after that zip (or every changelog from
+  version 1 when no zip exists yet).
+- Checkpoint format v2 names files ``<v>_<id>.zip`` / ``<v>_<id>.changelog``; the commit log entry of the batch
+  that wrote version ``v`` (``commits/<v-1>``) records the ids, and only those files belong to the committed
+  batch (a retried attempt leaves files with other ids).
+
+A zip is read each time it is selected: a retried batch can replace it, and only SSTs a committed zip names
+belong to the state. An SST that a selected zip names but that is gone means Spark's maintenance ran in
+between: ``CaptureRaced``, and the capture is taken again.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from spark_checkpoint_runtime.state_files.errors import CaptureError, CaptureRaced
+
+DATA_FILE = re.compile(r"^(\d+)(?:_([0-9A-Za-z-]+))?\.(zip|changelog)$")
+SST_FOLDER = "SSTs"
+LOG_FOLDER = "logs"
+_PLAIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+@dataclass(frozen=True)
+class ZipContents:
+    """What a ``<v>.zip`` needs outside itself: file name -> size, under ``SSTs/`` and ``logs/``."""
+
+    sst_files: dict[str, int]
+    log_files: dict[str, int]
+    keys: int
+
+
+def read_zip_contents(data: bytes, where: str) -> ZipContents:
+    """Parse the ``metadata`` member of a RocksDB checkpoint zip (a ``v1`` line, then JSON)."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            text = archive.read("metadata").decode("utf-8")
+        version, _, body = text.partition("\n")
+        if version.strip() != "v1":
+            raise ValueError(f"metadata version {version.strip()!r}, expected 'v1'")
+        meta = json.loads(body)
+        ssts = _named_files(meta.get("sstFiles"), "dfsSstFileName")
+        logs = _named_files(meta.get("logFiles"), "dfsLogFileName")
+        keys = int(meta.get("numKeys") or 0)
+    except (zipfile.BadZipFile, KeyError, ValueError, TypeError, UnicodeDecodeError) as exc:
+        raise CaptureError(f"RocksDB checkpoint {where} is unreadable: {exc}") from exc
+    return ZipContents(ssts, logs, keys)
+
+
+def _named_files(entries: object, name_field: str) -> dict[str, int]:
+    if entries is None:
+        return {}
+    if not isinstance(entries, list):
+        raise ValueError(f"{name_field} entries are not a list")
+    files = {}
+    for entry in entries:
+        name = entry.get(name_field) if isinstance(entry, dict) else None
+        size = entry.get("sizeBytes") if isinstance(entry, dict) else None
+        if not isinstance(name, str) or not _PLAIN_NAME.match(name) or not isinstance(size, int):
+            raise ValueError(f"bad {name_field} entry {entry!r}")
+        files[name] = size
+    return files
+
+
+def is_rocksdb_name(name: str) -> bool:
+    """Is ``name`` (relative to a store folder) one of RocksDB's data files?"""
+    folder, _, base = name.rpartition("/")
+    if folder in (SST_FOLDER, LOG_FOLDER):
+        return True
+    return not folder and DATA_FILE.match(base) is not None
+
+
+def select_chain(
+    folder: str,
+    names: dict[str, int],
+    target: int,
+    committed_ids: Callable[[int], set[str] | None],
+    read: Callable[[str], bytes],
+) -> list[str]:
+    """The files (paths under ``folder``) that rebuild version ``target``.
+
+    ``names`` maps each file of the folder (``<v>.zip``, ``SSTs/<name>``, ...) to its size;
+    ``committed_ids(v)`` returns the unique ids the commit log records for version ``v`` of this folder's
+    operator and partition (None when the commit log has no entry: the file of that version is then the only
+    one); ``read`` returns a working file's bytes.
+    """
+    by_version: dict[int, dict[str, list[tuple[str | None, str]]]] = {}
+    for name in names:
+        match = DATA_FILE.match(name)
+        if match:
+            version, unique_id, kind = int(match.group(1)), match.group(2), match.group(3)
+            by_version.setdefault(version, {}).setdefault(kind, []).append((unique_id, name))
+
+    def pick(version: int, kind: str) -> str | None:
+        candidates = by_version.get(version, {}).get(kind, [])
+        if not candidates:
+            return None
+        ids = committed_ids(version)
+        if ids is not None and any(uid is not None for uid, _ in candidates):
+            chosen = [name for uid, name in candidates if uid in ids]
+        else:
+            chosen = [name for _, name in candidates]
+        if len(chosen) > 1:
+            raise CaptureError(
+                f"state folder {folder} has {len(chosen)} {kind} files for version {version} ({', '.join(chosen)}) "
+                "and no commit log entry saying which one the committed batch wrote"
+            )
+        return chosen[0] if chosen else None
+
+    chain: list[str] = []
+    for base in range(target, -1, -1):
+        zip_name = pick(base, "zip") if base > 0 else None
+        if zip_name is not None or base == 0:
+            chain = ([zip_name] if zip_name else []) + chain
+            break
+        changelog = pick(base, "changelog")
+        if changelog is None:
+            raise CaptureError(
+                f"state folder {folder} cannot rebuild version {target}: version {base} has neither a zip nor a "
+                "changelog; Spark may have cleaned files this checkpoint needs"
+            )
+        chain.insert(0, changelog)
+    selected = [f"{folder}/{name}" for name in chain]
+    for name in chain:
+        if name.endswith(".zip"):
+            contents = read_zip_contents(read(f"{folder}/{name}"), f"{folder}/{name}")
+            selected += _referenced(folder, name, names, SST_FOLDER, contents.sst_files)
+            selected += _referenced(folder, name, names, LOG_FOLDER, contents.log_files)
+    return selected
+
+
+def _referenced(folder: str, zip_name: str, names: dict[str, int], sub: str, files: dict[str, int]) -> list[str]:
+    paths = []
+    for file_name, size in sorted(files.items()):
+        name = f"{sub}/{file_name}"
+        if name not in names:
+            raise CaptureRaced(f"{folder}/{zip_name} names {name}, which is gone (Spark's maintenance ran meanwhile)")
+        if names[name] != size:
+            raise CaptureError(
+                f"{folder}/{name} has {names[name]} bytes, but {zip_name} says {size}: the file is damaged"
+            )
+        paths.append(f"{folder}/{name}")
+    return paths
+
+
+def committed_state_ids(commit_text: str) -> dict[str, list[list[str]]] | None:
+    """The ``stateUniqueIds`` of a ``commits/<n>`` file (checkpoint format v2), or None (format v1)."""
+    lines = [line for line in commit_text.splitlines() if line.strip()]
+    if len(lines) < 2:
+        return None
+    try:
+        ids = json.loads(lines[1]).get("stateUniqueIds")
+    except (ValueError, AttributeError):
+        raise CaptureError("a commit log entry is not JSON") from None
+    return ids if isinstance(ids, dict) else None
