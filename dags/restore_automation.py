@@ -17,6 +17,7 @@ from airflow_checkpoint_provider.operators import CheckpointedStreamingJobOperat
 from airflow_checkpoint_provider.sensors import CheckpointHealthSensor
 
 with DAG(
+    doc_md=__doc__,  # the module docstring shows as the DAG's docs in the UI
     dag_id="restore_automation",
     description="Continuous checkpointed job with health checks and restore-from-latest on failure",
     schedule=None,

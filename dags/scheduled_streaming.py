@@ -17,6 +17,7 @@ from airflow_checkpoint_provider.operators import CheckpointedStreamingJobOperat
 from airflow_checkpoint_provider.sensors import CheckpointSensor
 
 with DAG(
+    doc_md=__doc__,  # the module docstring shows as the DAG's docs in the UI
     dag_id="scheduled_streaming",
     description="Available-now run of a checkpointed streaming job, then its checkpoint, then retention",
     schedule="@hourly",
@@ -53,7 +54,7 @@ with DAG(
         task_id="confirm_checkpoint",
         job_name="{{ params.job_name }}",
         checkpoint_root="{{ params.checkpoint_root }}",
-        newer_than="{{ ti.xcom_pull(task_ids='run_job')['checkpoint_id'] - 1 }}",
+        at_least=run_job.output["checkpoint_id"],  # the checkpoint the run reported, or a newer one
         deferrable=True,
         poke_interval=5,
         timeout=600,

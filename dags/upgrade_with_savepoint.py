@@ -21,6 +21,7 @@ from airflow_checkpoint_provider.operators import CheckpointedStreamingJobOperat
 from airflow_checkpoint_provider.sensors import CheckpointSensor
 
 with DAG(
+    doc_md=__doc__,  # the module docstring shows as the DAG's docs in the UI
     dag_id="upgrade_with_savepoint",
     description="Savepoint a running job, start the new version from it, confirm its first checkpoint",
     schedule=None,

@@ -181,6 +181,20 @@ class JobRetentionPlan:
     delete_shared: list[str]
     bytes_freed: int
 
+    def summary(self, *, dry_run: bool) -> dict:
+        """Counts and bytes only (small enough for XCom, whatever the number of files)."""
+        return {
+            "dry_run": dry_run,
+            "kept": {"checkpoints": len(self.kept_checkpoints), "savepoints": len(self.kept_savepoints)},
+            "deleted": {
+                "checkpoints": len(self.delete_checkpoints),
+                "savepoints": len(self.delete_savepoints),
+                "orphan_checkpoint_folders": len(self.delete_orphan_folders),
+                "shared_files": len(self.delete_shared),
+            },
+            "bytes_freed": self.bytes_freed,
+        }
+
     def as_report(self, *, dry_run: bool) -> dict:
         return {
             "dry_run": dry_run,

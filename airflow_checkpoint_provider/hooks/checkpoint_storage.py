@@ -1,9 +1,14 @@
 """Read checkpoint storage from Airflow: jobs, checkpoints, savepoints, the latest valid checkpoint.
 
-Everything goes through the runtime's format module (``spark_checkpoint_runtime.layout``) over fsspec. Credentials come
-from a ``checkpoint_storage`` connection whose extra JSON holds fsspec storage options (for s3fs:
-``{"key": "...", "secret": "...", "client_kwargs": {"endpoint_url": "..."}}``). They are handed to
-fsspec and to the runtime's spec file, and never logged or written to ``_metadata`` or XCom.
+Everything goes through the runtime's format module (``spark_checkpoint_runtime.layout``) over fsspec. A
+``checkpoint_storage`` connection holds, in fields that all do something:
+
+- Host: the default checkpoint root (a path or fsspec URL), used when a task gives no ``checkpoint_root``;
+- Login / Password: the access key and secret (fsspec's ``key`` / ``secret``; the password field is masked);
+- Extra: any other fsspec storage options, e.g. ``{"client_kwargs": {"endpoint_url": "..."}}``.
+
+Storage options are handed to fsspec and to the runtime's spec file, and never logged or written to
+``_metadata`` or XCom.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from airflow.sdk import BaseHook
+from airflow.sdk.exceptions import AirflowException
 
 from spark_checkpoint_runtime.layout import (
     CheckpointStorage,
@@ -38,16 +44,54 @@ class CheckpointStorageHook(BaseHook):
 
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
+        """The connection form: only fields that do something, secrets in the masked password field."""
         return {
-            "hidden_fields": ["schema", "port", "login", "password"],
-            "relabeling": {"host": "Default checkpoint root (optional)", "extra": "fsspec storage options (JSON)"},
-            "placeholders": {"extra": '{"key": "...", "secret": "...", "client_kwargs": {"endpoint_url": "..."}}'},
+            "hidden_fields": ["schema", "port"],
+            "relabeling": {
+                "host": "Default checkpoint root (path or fsspec URL)",
+                "login": "Access key id (fsspec key)",
+                "password": "Secret access key (fsspec secret)",
+                "extra": "Other fsspec storage options (JSON)",
+            },
+            "placeholders": {
+                "host": "s3://bucket/checkpoints",
+                "extra": '{"client_kwargs": {"endpoint_url": "http://127.0.0.1:9000"}}',
+            },
         }
 
     @staticmethod
     def storage_options_of(connection: Any) -> dict[str, Any]:
-        """fsspec storage options from a connection's extra JSON."""
-        return dict(connection.extra_dejson or {}) if connection is not None else {}
+        """fsspec storage options: the extra JSON, with Login / Password as ``key`` / ``secret``."""
+        if connection is None:
+            return {}
+        options = dict(connection.extra_dejson or {})
+        if connection.login:
+            options["key"] = connection.login
+        if connection.password:
+            options["secret"] = connection.password
+        return options
+
+    def root(self, checkpoint_root: str | None) -> str:
+        """``checkpoint_root`` if given, else the connection's Host (its default checkpoint root)."""
+        if checkpoint_root:
+            return checkpoint_root
+        connection = self.get_connection(self.storage_conn_id) if self.storage_conn_id else None
+        if connection is not None and connection.host:
+            return connection.host
+        where = f"connection {self.storage_conn_id!r} has no Host" if self.storage_conn_id else "no storage_conn_id"
+        raise AirflowException(
+            f"no checkpoint root: the task gives no checkpoint_root and {where}; pass checkpoint_root or set the "
+            "Host of the checkpoint_storage connection to the default root"
+        )
+
+    def test_connection(self) -> tuple[bool, str]:
+        """List the default checkpoint root (the connection form's Test button)."""
+        try:
+            root = self.root(None)
+            jobs = self.list_jobs(root)
+        except Exception as exc:  # noqa: BLE001 - the form shows whatever went wrong
+            return False, f"{type(exc).__name__}: {exc}"
+        return True, f"listed {root}: {len(jobs)} job(s)" + (f" ({', '.join(jobs[:5])})" if jobs else "")
 
     def storage_options(self) -> dict[str, Any]:
         if not self.storage_conn_id:

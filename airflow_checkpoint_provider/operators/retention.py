@@ -10,6 +10,7 @@ from airflow.sdk import BaseOperator, Context
 
 from airflow_checkpoint_provider.durations import Duration, optional_seconds, to_seconds
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
+from spark_checkpoint_runtime.layout import key_from
 from spark_checkpoint_runtime.retention import apply_job_retention, plan_job_retention
 
 
@@ -22,14 +23,17 @@ class CheckpointRetentionOperator(BaseOperator):
     ``orphan_grace_period``, so a checkpoint the running job is writing right now is never touched.
 
     :param job_name: the job folder (templated).
-    :param checkpoint_root: the checkpoint root (templated).
+    :param checkpoint_root: the checkpoint root (templated);
+        default: the Host of the ``storage_conn_id`` connection.
     :param num_retained: completed checkpoints to keep (default 3).
     :param savepoint_max_count: savepoints to keep at most (None: no limit).
     :param savepoint_max_age: delete savepoints older than this, e.g. ``30d`` (None: no limit).
     :param orphan_grace_period: minimum age of an orphan before it is deleted (default ``1h``).
     :param dry_run: plan and report only.
     :param storage_conn_id: ``checkpoint_storage`` connection, if the storage needs credentials.
-    :return: ``{"dry_run", "kept": {...}, "deleted": {...}, "bytes_freed"}``
+    :return: counts only, small whatever the number of files: ``{"dry_run", "kept": {"checkpoints": 3, ...},
+        "deleted": {"checkpoints": 2, "shared_files": 40, ...}, "bytes_freed", "report_path"}``; the full report
+        (every kept and deleted path) is stored at ``report_path`` (``<job>/_reports/retention-<run>.json``).
     """
 
     template_fields: Sequence[str] = ("job_name", "checkpoint_root", "num_retained", "dry_run")
@@ -39,7 +43,7 @@ class CheckpointRetentionOperator(BaseOperator):
         self,
         *,
         job_name: str,
-        checkpoint_root: str,
+        checkpoint_root: str | None = None,
         num_retained: int = 3,
         savepoint_max_count: int | None = None,
         savepoint_max_age: Duration | None = None,
@@ -59,6 +63,7 @@ class CheckpointRetentionOperator(BaseOperator):
         self.storage_conn_id = storage_conn_id
 
     def execute(self, context: Context) -> dict[str, Any]:
+        self.checkpoint_root = CheckpointStorageHook(self.storage_conn_id).root(self.checkpoint_root)
         storage = CheckpointStorageHook(self.storage_conn_id).storage(self.checkpoint_root, self.job_name)
         dry_run = self.dry_run if isinstance(self.dry_run, bool) else str(self.dry_run).lower() == "true"
         plan = plan_job_retention(
@@ -69,8 +74,11 @@ class CheckpointRetentionOperator(BaseOperator):
             orphan_grace=to_seconds(self.orphan_grace_period, name="orphan_grace_period"),
             now=time.time(),
         )
-        report = plan.as_report(dry_run=dry_run)
         if not dry_run:
             apply_job_retention(storage, plan)
-        self.log.info("retention for %s%s: %s", storage.location, " (dry run)" if dry_run else "", report)
-        return report
+        ti = context["ti"]
+        key = key_from(f"{ti.dag_id}.{ti.task_id}.{ti.run_id}.try{ti.try_number}")
+        summary = plan.summary(dry_run=dry_run)
+        summary["report_path"] = storage.write_report("retention", key, plan.as_report(dry_run=dry_run))
+        self.log.info("retention for %s%s: %s", storage.location, " (dry run)" if dry_run else "", summary)
+        return summary

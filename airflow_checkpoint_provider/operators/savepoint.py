@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
+from airflow.configuration import conf
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException
 
@@ -24,12 +25,14 @@ class SavepointOperator(BaseOperator):
     ``timeout``. Returns the savepoint's path to XCom (and pushes ``savepoint_id`` and ``batch_id``).
 
     :param job_name: the running job (templated).
-    :param checkpoint_root: its checkpoint root (templated).
+    :param checkpoint_root: its checkpoint root (templated);
+        default: the Host of the ``storage_conn_id`` connection.
     :param stop: stop the job after the savepoint (finish the batch, savepoint, commit, exit 0) (templated).
     :param target_directory: where the savepoint goes; default ``<root>/<job>/savepoints/`` (templated).
     :param timeout: how long to wait: seconds, a ``timedelta`` or e.g. ``"5min"``.
     :param storage_conn_id: ``checkpoint_storage`` connection, if the storage needs credentials.
-    :param deferrable: wait in the triggerer (default) instead of holding a worker slot.
+    :param deferrable: wait in the triggerer instead of holding a worker slot (default: Airflow's
+        ``[operators] default_deferrable``).
     """
 
     template_fields: Sequence[str] = ("job_name", "checkpoint_root", "stop", "target_directory")
@@ -39,12 +42,12 @@ class SavepointOperator(BaseOperator):
         self,
         *,
         job_name: str,
-        checkpoint_root: str,
+        checkpoint_root: str | None = None,
         stop: bool | str = False,
         target_directory: str | None = None,
         timeout: Duration = "5min",
         storage_conn_id: str | None = None,
-        deferrable: bool = True,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         poll_interval: float = 2.0,
         **kwargs: Any,
     ):
@@ -63,6 +66,7 @@ class SavepointOperator(BaseOperator):
         return key_from(f"{ti.dag_id}.{ti.task_id}.{ti.run_id}")
 
     def execute(self, context: Context) -> str:
+        self.checkpoint_root = CheckpointStorageHook(self.storage_conn_id).root(self.checkpoint_root)
         stop = self.stop if isinstance(self.stop, bool) else str(self.stop).strip().lower() == "true"
         timeout = to_seconds(self.timeout, name="timeout")
         trigger_id = self.trigger_id(context)

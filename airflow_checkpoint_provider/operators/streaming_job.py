@@ -14,6 +14,7 @@ from airflow.sdk.exceptions import AirflowException
 from airflow_checkpoint_provider.durations import Duration, for_runtime
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
 from airflow_checkpoint_provider.hooks.streaming_job import StreamingJobHook
+from airflow_checkpoint_provider.sensors.checkpoint import push_checkpoint_keys
 from spark_checkpoint_runtime.layout import CheckpointFormatError, key_from
 from spark_checkpoint_runtime.options import RUNTIME_DURATIONS, OptionsError, options_from_mapping
 
@@ -46,11 +47,14 @@ class CheckpointedStreamingJobOperator(BaseOperator):
     """Run a Spark Structured Streaming job with Flink-style checkpoints (the runtime, via spark-submit).
 
     Keyword arguments mirror the runtime's options in snake_case (see the README for each one's meaning
-    and default). Every retry restores from the latest checkpoint. Returns the run's report to XCom:
-    ``checkpoint_id``, ``checkpoint_path``, ``restored_from``, ``batches``, ``rows``, ``status`` and more.
+    and default). Every retry restores from the latest checkpoint. Returns the run's report to XCom
+    (``checkpoint_id``, ``checkpoint_path``, ``restored_from``, ``batches``, ``rows``, ``status`` and more; its
+    size does not grow with the run's length) and pushes ``checkpoint_id`` and ``checkpoint_path`` as keys of
+    their own: ``CheckpointSensor(newer_than=run.output["checkpoint_id"])``.
 
     :param job_name: stable job folder name under the checkpoint root (templated).
-    :param checkpoint_root: a path, ``file://`` URL or any fsspec URL (templated).
+    :param checkpoint_root: a path, ``file://`` URL or any fsspec URL (templated);
+        default: the Host of the ``storage_conn_id`` connection.
     :param pipeline: ``module:function`` returning an unstarted streaming DataFrame (templated).
     :param sink: ``parquet:PATH``, ``console`` or ``module:Class`` (templated).
     :param output_mode: ``append``, ``update`` or ``complete``.
@@ -80,13 +84,14 @@ class CheckpointedStreamingJobOperator(BaseOperator):
         "env_vars",
         "runtime_options",
     )
+    template_fields_renderers = {"conf": "json", "env_vars": "json", "runtime_options": "json", "py_files": "json"}
     ui_color = "#e4f0e8"
 
     def __init__(
         self,
         *,
         job_name: str,
-        checkpoint_root: str,
+        checkpoint_root: str | None = None,
         pipeline: str,
         sink: str = "console",
         output_mode: str = "append",
@@ -170,6 +175,7 @@ class CheckpointedStreamingJobOperator(BaseOperator):
         return self.restore_from
 
     def execute(self, context: Context) -> dict[str, Any]:
+        self.checkpoint_root = CheckpointStorageHook(self.storage_conn_id).root(self.checkpoint_root)
         restore_from = self.choose_restore(context)
         self._run_key = run_key_of(context)
         values = self.runtime_values(restore_from, self._run_key)
@@ -198,6 +204,7 @@ class CheckpointedStreamingJobOperator(BaseOperator):
                 f"job {self.job_name!r}: spark-submit exited 0 but the runtime wrote no run report under "
                 f"{self.checkpoint_root}/{self.job_name}/_control/runs/{self._run_key}.json"
             )
+        push_checkpoint_keys(context, report)
         return {**report, "run_key": self._run_key}
 
     def on_kill(self) -> None:
@@ -241,6 +248,7 @@ class RestoreFromCheckpointOperator(CheckpointedStreamingJobOperator):
         self.allow_fresh_start = allow_fresh_start
 
     def execute(self, context: Context) -> dict[str, Any]:
+        self.checkpoint_root = self.storage_hook.root(self.checkpoint_root)
         storage = self.storage_hook.storage(self.checkpoint_root, self.job_name)
         if self.restore_from in ("latest", "", None):
             self.restore_from = "latest"

@@ -6,11 +6,18 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
+from airflow.configuration import conf
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
 from airflow_checkpoint_provider.triggers.checkpoint import CheckpointTrigger
+
+
+def push_checkpoint_keys(context: Context, report: dict[str, Any]) -> None:
+    """XCom keys ``checkpoint_id`` and ``checkpoint_path``, so ``task.output["checkpoint_id"]`` works directly."""
+    for key in ("checkpoint_id", "checkpoint_path"):
+        context["ti"].xcom_push(key=key, value=report.get(key))
 
 
 def parse_checkpoint_id(value: Any) -> int | None:
@@ -31,52 +38,66 @@ class CheckpointSensor(BaseSensorOperator):
     and ``checkpoint_path``.
 
     :param job_name: the job folder under the root (templated).
-    :param checkpoint_root: the checkpoint root (templated).
-    :param newer_than: only a checkpoint with a larger id counts, e.g.
-        ``"{{ ti.xcom_pull('job')['checkpoint_id'] }}"`` (templated).
+    :param checkpoint_root: the checkpoint root (templated);
+        default: the Host of the ``storage_conn_id`` connection.
+    :param newer_than: only a checkpoint with a larger id counts: an id, an XComArg such as
+        ``run.output["checkpoint_id"]`` (the job operator pushes that key), or a template (templated).
+    :param at_least: that checkpoint or a newer one counts, e.g. ``run.output["checkpoint_id"]`` to confirm the
+        checkpoint a run reported (templated; give ``newer_than`` or ``at_least``, not both).
     :param storage_conn_id: ``checkpoint_storage`` connection, if the storage needs credentials.
-    :param deferrable: wait in the triggerer instead of a worker slot.
+    :param deferrable: wait in the triggerer instead of a worker slot (default: Airflow's
+        ``[operators] default_deferrable``).
     """
 
-    template_fields: Sequence[str] = ("job_name", "checkpoint_root", "newer_than")
+    template_fields: Sequence[str] = ("job_name", "checkpoint_root", "newer_than", "at_least")
     ui_color = "#e8eef8"
 
     def __init__(
         self,
         *,
         job_name: str,
-        checkpoint_root: str,
+        checkpoint_root: str | None = None,
         newer_than: int | str | None = None,
+        at_least: int | str | None = None,
         storage_conn_id: str | None = None,
-        deferrable: bool = False,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
         self.job_name = job_name
         self.checkpoint_root = checkpoint_root
         self.newer_than = newer_than
+        self.at_least = at_least
         self.storage_conn_id = storage_conn_id
         self.deferrable = deferrable
 
+    def _newer_than(self) -> int | None:
+        newer, least = parse_checkpoint_id(self.newer_than), parse_checkpoint_id(self.at_least)
+        if newer is not None and least is not None:
+            raise AirflowException(f"give newer_than ({newer}) or at_least ({least}), not both")
+        return least - 1 if least is not None else newer
+
     def poke(self, context: Context) -> PokeReturnValue:
         found = CheckpointStorageHook(self.storage_conn_id).latest_checkpoint(
-            self.checkpoint_root, self.job_name, parse_checkpoint_id(self.newer_than)
+            self.checkpoint_root, self.job_name, self._newer_than()
         )
         if found is None:
             self.log.info("no completed checkpoint of job %r newer than %s yet", self.job_name, self.newer_than)
         return PokeReturnValue(is_done=found is not None, xcom_value=found)
 
     def execute(self, context: Context) -> Any:
+        self.checkpoint_root = CheckpointStorageHook(self.storage_conn_id).root(self.checkpoint_root)
         if not self.deferrable:
-            return super().execute(context)
+            found = super().execute(context)
+            return self._found(context, found) if found else found
         first = self.poke(context)  # no need to defer when it is already there
         if first.is_done:
-            return first.xcom_value
+            return self._found(context, first.xcom_value)
         self.defer(
             trigger=CheckpointTrigger(
                 job_name=self.job_name,
                 checkpoint_root=self.checkpoint_root,
-                newer_than=parse_checkpoint_id(self.newer_than),
+                newer_than=self._newer_than(),
                 storage_conn_id=self.storage_conn_id,
                 poke_interval=self.poke_interval,
             ),
@@ -88,4 +109,10 @@ class CheckpointSensor(BaseSensorOperator):
         if event.get("status") != "success":
             raise AirflowException(f"waiting for a checkpoint of job {self.job_name!r} failed: {event.get('message')}")
         self.log.info("checkpoint %s of job %r completed", event["checkpoint"]["checkpoint_id"], self.job_name)
-        return event["checkpoint"]
+        return self._found(context, event["checkpoint"])
+
+    @staticmethod
+    def _found(context: Context, checkpoint: dict[str, Any]) -> dict[str, Any]:
+        """Push ``checkpoint_id`` and ``checkpoint_path`` as their own XCom keys (for ``output["checkpoint_id"]``)."""
+        push_checkpoint_keys(context, checkpoint)
+        return checkpoint

@@ -28,7 +28,8 @@ class CheckpointHealthSensor(BaseSensorOperator):
     sensor's ``timeout``. Returns ``{"healthy", "checkpoint_id", "age_seconds", "window_seconds"}``.
 
     :param job_name: the job folder (templated).
-    :param checkpoint_root: the checkpoint root (templated).
+    :param checkpoint_root: the checkpoint root (templated);
+        default: the Host of the ``storage_conn_id`` connection.
     :param checkpoint_interval: the job's checkpoint interval (default ``10s``). Like every duration here:
         seconds, a ``timedelta``, or a string with a unit.
     :param checkpoint_timeout: the job's checkpoint timeout (default ``10min``).
@@ -44,7 +45,7 @@ class CheckpointHealthSensor(BaseSensorOperator):
         self,
         *,
         job_name: str,
-        checkpoint_root: str,
+        checkpoint_root: str | None = None,
         checkpoint_interval: Duration = "10s",
         checkpoint_timeout: Duration = "10min",
         tolerable_failed_checkpoints: int = 0,
@@ -72,7 +73,9 @@ class CheckpointHealthSensor(BaseSensorOperator):
 
     def poke(self, context: Context) -> PokeReturnValue:
         window = self.window()
-        latest = CheckpointStorageHook(self.storage_conn_id).latest_checkpoint(self.checkpoint_root, self.job_name)
+        hook = CheckpointStorageHook(self.storage_conn_id)
+        self.checkpoint_root = hook.root(self.checkpoint_root)
+        latest = hook.latest_checkpoint(self.checkpoint_root, self.job_name)
         if latest is None:
             self.log.info("job %r has no completed checkpoint yet", self.job_name)
             return PokeReturnValue(is_done=False)

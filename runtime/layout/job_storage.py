@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import posixpath
@@ -23,6 +24,7 @@ from spark_checkpoint_runtime.layout.names import (
     CONTROL_DIR,
     JOB_NAME_PATTERN,
     METADATA_FILE,
+    REPORTS_DIR,
     SAVEPOINTS_DIR,
     SHARED_DIR,
     checkpoint_dir_name,
@@ -105,6 +107,13 @@ class CheckpointStorage:
     @property
     def control_path(self) -> str:
         return posixpath.join(self.job_path, CONTROL_DIR)
+
+    def write_report(self, kind: str, key: str, report: dict[str, Any]) -> str:
+        """Store a full report (``_reports/<kind>-<key>.json``) and return its URL."""
+        path = posixpath.join(self.job_path, REPORTS_DIR, f"{kind}-{validate_key(key, 'report key')}.json")
+        self.fs.makedirs(posixpath.dirname(path), exist_ok=True)
+        self.fs.pipe_file(path, json.dumps(report, indent=1, sort_keys=True).encode("utf-8"))
+        return self.url_of(path)
 
     def url_of(self, path: str) -> str:
         """A URL for a path of this storage's filesystem (what a person or another tool can open)."""

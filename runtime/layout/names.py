@@ -26,6 +26,9 @@ SAVEPOINTS_DIR = "savepoints"
 CONTROL_DIR = "_control"
 
 
+REPORTS_DIR = "_reports"  # full reports of maintenance runs (retention), named by when and by whom
+
+
 JOB_NAME_PATTERN = re.compile(r"^[A-Za-z0-9._-]+$")
 
 

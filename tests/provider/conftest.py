@@ -71,13 +71,13 @@ def task_states(dag_run) -> dict[str, str]:
     return {ti.task_id: str(ti.state) for ti in dag_run.get_task_instances()}
 
 
-def xcom(dag_run, task_id: str):
+def xcom(dag_run, task_id: str, key: str = "return_value"):
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
 
     with create_session() as session:
         row = session.scalars(
-            XComModel.get_many(run_id=dag_run.run_id, dag_ids=dag_run.dag_id, task_ids=task_id, key="return_value")
+            XComModel.get_many(run_id=dag_run.run_id, dag_ids=dag_run.dag_id, task_ids=task_id, key=key)
         ).first()
         return XComModel.deserialize_value(row) if row is not None else None
 

@@ -36,6 +36,11 @@ def test_two_available_now_runs_a_deferrable_sensor_and_retention(tmp_path: Path
     assert second["restored_from"]["id"] == first["checkpoint_id"]
     assert first["rows"] == 40 and second["rows"] == 30
     assert xcom(run, "wait_for_first_checkpoint")["checkpoint_id"] == first["checkpoint_id"]
+    # checkpoint_id and checkpoint_path have XCom keys of their own (what run.output["checkpoint_id"] pulls).
+    assert xcom(run, "first_run", "checkpoint_id") == first["checkpoint_id"]
+    assert xcom(run, "first_run", "checkpoint_path") == first["checkpoint_path"]
+    assert xcom(run, "wait_for_first_checkpoint", "checkpoint_id") == first["checkpoint_id"]
+    assert first["checkpoints_completed_count"] == len(first["checkpoints_completed"]) >= 1
     # Exactly once: every key's largest running count equals its number of input rows.
     expected: dict[str, int] = {}
     for f in landing.path.glob("*.json"):
@@ -46,7 +51,10 @@ def test_two_available_now_runs_a_deferrable_sensor_and_retention(tmp_path: Path
     assert largest == expected
     report = xcom(run, "retention")
     remaining = completed_checkpoints(tmp_path / "root", "orders")
-    assert remaining == report["kept"]["checkpoints"] and len(remaining) == 2
+    # XCom holds counts only; the full report (every path) is stored beside the job and named in it.
+    assert report["kept"]["checkpoints"] == len(remaining) == 2 and report["deleted"]["checkpoints"] >= 1
+    full = json.loads(Path(report["report_path"].removeprefix("file://")).read_text())
+    assert full["kept"]["checkpoints"] == remaining
     assert sorted(p.name for p in (tmp_path / "root" / "orders").glob("chk-*")) == [f"chk-{i}" for i in remaining]
     # The storage connection's options (with a planted secret) reached the runtime but nowhere visible.
     assert "spark-submit" in output.out + output.err and "planted_secret" in output.out + output.err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -71,9 +72,14 @@ def test_retention_operator_dry_run_then_for_real(tmp_path: Path):
     _populate(root)
     before = tree_state(root)
     dry = load_dag("retention_policy").test(run_conf={"root": str(root), "dry_run": True})
-    report = xcom(dry, "retention")
-    assert tree_state(root) == before, "a dry run changes nothing"
-    assert report["dry_run"] is True
+    summary = xcom(dry, "retention")
+    after = {path: state for path, state in tree_state(root).items() if not path.startswith("orders/_reports/")}
+    assert after == before, "a dry run changes nothing but storing its report"
+    # XCom holds counts; the full report is stored under the job's _reports/ and named in the summary.
+    assert summary["kept"] == {"checkpoints": 2, "savepoints": 2}
+    assert summary["deleted"] == {"checkpoints": 2, "savepoints": 2, "orphan_checkpoint_folders": 1, "shared_files": 3}
+    report = json.loads(Path(summary["report_path"].removeprefix("file://")).read_text())
+    assert report["dry_run"] is True and summary["dry_run"] is True
     assert report["kept"] == {"checkpoints": [3, 4], "savepoints": ["savepoint-c", "savepoint-d"]}
     assert report["deleted"] == {
         "checkpoints": [1, 2],
@@ -81,7 +87,7 @@ def test_retention_operator_dry_run_then_for_real(tmp_path: Path):
         "orphan_checkpoint_folders": [5],
         "shared_files": ["shared/r1/old-orphan", "shared/r1/state/0/0/2.delta", "shared/r1/state/0/0/3.delta"],
     }
-    assert report["bytes_freed"] > 0
+    assert report["bytes_freed"] == summary["bytes_freed"] > 0
 
     real = load_dag("retention_policy").test(run_conf={"root": str(root), "dry_run": False})
     assert task_states(real) == {"retention": "success"}
@@ -104,7 +110,7 @@ def test_retention_always_keeps_the_newest_savepoint(tmp_path: Path):
     write_checkpoint(storage, 1, [])
     _savepoint(storage, "only-one", 400)
     run = load_dag("retention_policy").test(run_conf={"root": str(tmp_path), "dry_run": False})
-    assert xcom(run, "retention")["kept"]["savepoints"] == ["only-one"]
+    assert xcom(run, "retention")["kept"]["savepoints"] == 1
     assert (tmp_path / "orders" / "savepoints" / "only-one" / "_metadata").exists()
 
 

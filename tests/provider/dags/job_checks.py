@@ -58,7 +58,7 @@ with DAG(dag_id="back_to_back", schedule=None, start_date=datetime(2026, 1, 1), 
         task_id="wait_for_first_checkpoint",
         job_name="orders",
         checkpoint_root="{{ params.root }}",
-        newer_than="{{ ti.xcom_pull(task_ids='first_run')['checkpoint_id'] - 1 }}",
+        at_least=first.output["checkpoint_id"],  # an XComArg: the key the job operator pushes
         deferrable=True,
         poke_interval=1,
         timeout=120,
@@ -120,3 +120,11 @@ with DAG(dag_id="fresh_start_over_damage", schedule=None, start_date=datetime(20
         conf=CONF,
         py_files=[EXAMPLES],
     )
+
+with DAG(dag_id="root_from_connection", schedule=None, start_date=datetime(2026, 1, 1)):
+    # No checkpoint_root anywhere: the checkpoint_storage connection's Host is the default root.
+    found = CheckpointSensor(task_id="find", job_name="orders", storage_conn_id="checkpoint_rooted", timeout=30)
+    kept = CheckpointRetentionOperator(
+        task_id="retention", job_name="orders", storage_conn_id="checkpoint_rooted", orphan_grace_period="0s"
+    )
+    found >> kept
