@@ -58,6 +58,7 @@ def get_provider_info() -> dict[str, Any]:
                 ],
             }
         ],
+        "extra-links": ["airflow_checkpoint_provider.links.CheckpointHistoryLink"],
         "connection-types": [
             {
                 "hook-class-name": "airflow_checkpoint_provider.hooks.checkpoint_storage.CheckpointStorageHook",

@@ -119,7 +119,7 @@ def test_the_provider_info_matches_airflows_schema_and_every_class_it_names_impo
     modules = [
         m for kind in ("hooks", "operators", "sensors", "triggers") for i in info[kind] for m in i["python-modules"]
     ]
-    classes = [c["hook-class-name"] for c in info["connection-types"]]
+    classes = [c["hook-class-name"] for c in info["connection-types"]] + info["extra-links"]
     for module in modules:
         importlib.import_module(module)
     for dotted in classes:

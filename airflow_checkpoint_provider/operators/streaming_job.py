@@ -14,6 +14,7 @@ from airflow.sdk.exceptions import AirflowException
 from airflow_checkpoint_provider.durations import Duration, for_runtime
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
 from airflow_checkpoint_provider.hooks.streaming_job import StreamingJobHook
+from airflow_checkpoint_provider.links import CheckpointHistoryLink
 from airflow_checkpoint_provider.sensors.checkpoint import push_checkpoint_keys
 from spark_checkpoint_runtime.layout import CheckpointFormatError, key_from
 from spark_checkpoint_runtime.options import RUNTIME_DURATIONS, OptionsError, options_from_mapping
@@ -85,6 +86,7 @@ class CheckpointedStreamingJobOperator(BaseOperator):
         "runtime_options",
     )
     template_fields_renderers = {"conf": "json", "env_vars": "json", "runtime_options": "json", "py_files": "json"}
+    operator_extra_links = (CheckpointHistoryLink(),)
     ui_color = "#e4f0e8"
 
     def __init__(
@@ -188,6 +190,7 @@ class CheckpointedStreamingJobOperator(BaseOperator):
             name=f"checkpointed:{self.job_name}",
         )
         control = self.storage_hook.control(self.checkpoint_root, self.job_name)
+        CheckpointHistoryLink().persist(context, control.storage.url_of(control.storage.job_path))
         with tempfile.TemporaryDirectory(prefix="checkpointed-job-") as workdir:
             try:
                 self._job_hook.submit(args, self.storage_hook.storage_options(), Path(workdir))

@@ -40,6 +40,8 @@ def test_two_available_now_runs_a_deferrable_sensor_and_retention(tmp_path: Path
     assert xcom(run, "first_run", "checkpoint_id") == first["checkpoint_id"]
     assert xcom(run, "first_run", "checkpoint_path") == first["checkpoint_path"]
     assert xcom(run, "wait_for_first_checkpoint", "checkpoint_id") == first["checkpoint_id"]
+    # The task's "Checkpoint history" link: the job folder's URL, recorded as the task starts.
+    assert xcom(run, "first_run", "_link_CheckpointHistoryLink") == f"file://{tmp_path}/root/orders"
     assert first["checkpoints_completed_count"] == len(first["checkpoints_completed"]) >= 1
     # Exactly once: every key's largest running count equals its number of input rows.
     expected: dict[str, int] = {}
