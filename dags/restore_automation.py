@@ -32,7 +32,12 @@ with DAG(
         "output": Param(f"{DEMO_HOME}/stream-output", type="string"),
         "max_duration": Param("30s", type="string", description="how long the continuous run lasts"),
         "checkpoint_interval": Param("2s", type="string"),
-        "max_age": Param("", type="string", description="health window override, e.g. 5min (empty: Flink's rule)"),
+        "max_age": Param(
+            None,
+            type=["null", "string"],
+            title="Health window (optional)",
+            description="how old the latest checkpoint may be, e.g. 5min; empty: the Flink Kubernetes Operator's rule",
+        ),
     },
 ) as dag:
     run_job = CheckpointedStreamingJobOperator(

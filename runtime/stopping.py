@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -141,7 +142,27 @@ class GracefulStop:
             handler.flush()
         if self._jvm is not None:
             try:
+                self._drain_redirected_output()
                 self._jvm.java.lang.Runtime.getRuntime().halt(code)
             except Exception:  # the JVM is gone already
                 pass
         os._exit(code)
+
+    def _drain_redirected_output(self) -> None:
+        """Under spark-submit the JVM copies this process's output to its own (a "redirect output" thread):
+        close ours and let that thread copy the rest, or a halt cuts off the last lines (the result line)."""
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        for fd in (1, 2):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        lang = self._jvm.java.lang
+        for thread in lang.Thread.getAllStackTraces().keySet().toArray():
+            if thread.getName() == "redirect output":
+                thread.join(5000)
+        lang.System.out.flush()

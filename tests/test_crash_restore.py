@@ -114,7 +114,8 @@ def test_a_stop_that_outlasts_the_stop_timeout_exits_non_zero_and_publishes_noth
         stop_timeout="3s",
     )
     process = spark_submit([*base, "--conf", "spark.example.slowMsPerRow=4000"], log)
-    wait_for(lambda: completed_checkpoints(root, "slow"), 240, "first checkpoint", process)
+    # The first checkpoint publishes the first file's 4 rows right after its _metadata: wait for both.
+    wait_for(lambda: completed_checkpoints(root, "slow") and len(published_rows(output)) == 4, 240, "chk 1", process)
     published_before = sorted(row["id"] for row in published_rows(output))
     landing.add_files(1, rows=4)  # the next batch: 2 rows per partition, 8 s at least
     time.sleep(4)  # it is running now

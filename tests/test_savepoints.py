@@ -26,6 +26,7 @@ from tests.conftest import (
     completed_checkpoints,
     final_counts,
     job_args,
+    kill_group,
     run_module,
     start_module,
     tree_state,
@@ -231,20 +232,25 @@ def test_a_rocksdb_savepoint_copied_elsewhere_restores_exact_counts_and_stays_un
     root, work, output = tmp_path / "root", tmp_path / "work", tmp_path / "out"
     landing.add_files(5)
     common = {"pipeline": "examples.pipelines:running_counts", "output_mode": "update", "sink": f"parquet:{output}"}
-    v1 = start_module(
-        job_args("rocks", root, work, landing, trigger="continuous", batch_interval="200ms", **common),
-        conf=STORES["rocksdb-changelog"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    control = ControlChannel(CheckpointStorage(str(root), "rocks"))
-    wait_for(lambda: len(completed_checkpoints(root, "rocks")) >= 4 and control.live_runs(), 180, "v1 running", v1)
-    asked = run_module(
-        ["savepoint", "--job-name", "rocks", "--checkpoint-root", str(root), "--stop", "--timeout", "3min"], timeout=240
-    )
-    assert asked.returncode == 0, asked.stderr[-3000:]
-    _, stderr = v1.communicate(timeout=120)
-    assert v1.returncode == 0, stderr[-3000:]
+    log = tmp_path / "v1.log"
+    with open(log, "w") as sink:  # a file, not a pipe: RocksDB logs enough to fill a pipe nobody reads yet
+        v1 = start_module(
+            job_args("rocks", root, work, landing, trigger="continuous", batch_interval="200ms", **common),
+            conf=STORES["rocksdb-changelog"],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        control = ControlChannel(CheckpointStorage(str(root), "rocks"))
+        running = lambda: len(completed_checkpoints(root, "rocks")) >= 3 and control.live_runs()  # noqa: E731
+        wait_for(running, 180, "v1 running", v1)
+        savepoint_cli = ["savepoint", "--job-name", "rocks", "--checkpoint-root", str(root), "--stop"]
+        asked = run_module([*savepoint_cli, "--timeout", "3min"], timeout=240)
+        assert asked.returncode == 0, asked.stderr[-3000:]
+        assert v1.wait(timeout=120) == 0, log.read_text()[-3000:]
+    finally:
+        kill_group(v1)  # only if a step above failed: it has exited otherwise
     savepoint = Path(asked.stdout.strip().splitlines()[-1].removeprefix("file://"))
     meta = json.loads((savepoint / "_metadata").read_text())
     targets = [f["target"] for f in meta["files"]]
@@ -257,9 +263,9 @@ def test_a_rocksdb_savepoint_copied_elsewhere_restores_exact_counts_and_stays_un
     copied = tree_state(elsewhere)
     landing.add_files(3)
     try:
-        argv = job_args("rocks", root, work, landing, restore_from=str(elsewhere), **common) + store_args(
-            "rocksdb-changelog"
-        )
+        argv = job_args(
+            "rocks", root, work, landing, restore_from=str(elsewhere), num_retained="50", **common
+        ) + store_args("rocksdb-changelog")
         v2 = StreamingJob(parse_options(argv), spark).run()
     finally:
         for key in STATE_CONFS:

@@ -93,6 +93,7 @@ def test_snapshot_and_restore_keep_the_output_exact(spark, tmp_path, landing, cl
             assert any(t.endswith(".zip") for t in state) and not any(t.endswith(".changelog") for t in state)
     if store == "rocksdb-v2":
         assert all("_" in t.rsplit("/", 1)[1] for t in state if t.endswith((".zip", ".changelog")))
+        assert any(t.endswith(".changelog.crc") for t in state), "checksum sidecars travel with their files"
     reused = [f for f in meta["files"] if f["shared"] and f"/{first['run_id']}/" in f["path"]]
     assert reused, "state files stored by the first run are referenced, not uploaded again"
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import BaseOperator, Context
+from airflow.sdk import Asset, AssetAlias, BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_checkpoint_provider.durations import Duration, for_runtime
@@ -36,6 +37,28 @@ _PASSED_OPTIONS = (
 
 # Never from runtime_options: they would land on spark-submit's command line, which is logged.
 _NOT_RUNTIME_OPTIONS = {"storage_options", "spec"}
+
+
+def sink_output(sink: str) -> str | None:
+    """The output folder of a ``parquet:PATH`` sink, or None (console, user sinks)."""
+    kind, _, path = str(sink).partition(":")
+    return path if kind == "parquet" and path else None
+
+
+def asset_uri(path: str) -> str:
+    """An Asset URI for an output folder: a URL as it is, a local path as ``file://``."""
+    return path.rstrip("/") if "://" in path else f"file://{os.path.abspath(path)}"
+
+
+def output_outlet(sink: str, job_name: str, task_id: str) -> Asset | AssetAlias | None:
+    """What the operator declares as its outlet: an Asset for a fixed output path, an AssetAlias where the path
+    (or the job name) is templated, nothing for sinks without an output folder."""
+    output = sink_output(sink)
+    if output is None:
+        return None
+    if "{{" in output or "{%" in output:
+        return AssetAlias(name=f"checkpoint-output:{job_name if '{' not in job_name else task_id}")
+    return Asset(uri=asset_uri(output))
 
 
 def run_key_of(context: Context) -> str:
@@ -73,6 +96,11 @@ class CheckpointedStreamingJobOperator(BaseOperator):
     :param env_vars: environment for spark-submit (templated).
     :param storage_conn_id: ``checkpoint_storage`` connection with fsspec storage options, if needed.
     :param runtime_options: any other runtime option, e.g. ``{"min_pause": "5s", "tolerable_failed_checkpoints": 2}``.
+    :param emit_assets: declare the Parquet sink's output folder as an outlet (an ``Asset``, or an
+        ``AssetAlias`` when the path is templated) and, when the run committed output, emit an Asset event whose
+        extra carries ``job_name``, ``checkpoint_id``, ``batch_id``, ``rows`` and ``run_id``. A DAG with
+        ``schedule=[Asset("file:///.../out")]`` then runs after each committing run. Default True; ignored when
+        ``outlets`` is given.
     :param stop_timeout: seconds a graceful stop may take once asked (``on_kill``, SIGTERM); the runtime ends
         the run past it (``--stop-timeout``), publishing nothing beyond its last checkpoint.
     """
@@ -111,9 +139,14 @@ class CheckpointedStreamingJobOperator(BaseOperator):
         storage_conn_id: str | None = None,
         runtime_options: dict[str, Any] | None = None,
         stop_timeout: Duration = 120.0,
+        emit_assets: bool = True,
         **kwargs: Any,
     ):
+        outlet = output_outlet(sink, job_name, kwargs.get("task_id", "")) if emit_assets else None
+        if outlet is not None and not kwargs.get("outlets"):
+            kwargs["outlets"] = [outlet]
         super().__init__(**kwargs)
+        self.emit_assets = emit_assets
         self.job_name = job_name
         self.checkpoint_root = checkpoint_root
         self.pipeline = pipeline
@@ -208,7 +241,27 @@ class CheckpointedStreamingJobOperator(BaseOperator):
                 f"{self.checkpoint_root}/{self.job_name}/_control/runs/{self._run_key}.json"
             )
         push_checkpoint_keys(context, report)
+        self._emit_asset_events(context, report)
         return {**report, "run_key": self._run_key}
+
+    def _emit_asset_events(self, context: Context, report: dict[str, Any]) -> None:
+        """Attach the run's checkpoint to the output's Asset event (an alias event only when rows were committed)."""
+        output = sink_output(self.sink)
+        if not self.emit_assets or output is None:
+            return
+        extra = {
+            "job_name": self.job_name,
+            "checkpoint_id": report.get("checkpoint_id"),
+            "batch_id": report.get("batch_id"),
+            "rows": report.get("rows"),
+            "run_id": report.get("run_id"),
+        }
+        uri = asset_uri(output)
+        for outlet in self.outlets:
+            if isinstance(outlet, AssetAlias) and report.get("rows"):
+                context["outlet_events"][outlet].add(Asset(uri=uri), extra=extra)
+            elif isinstance(outlet, Asset) and outlet.uri == uri:
+                context["outlet_events"][outlet].extra = extra
 
     def on_kill(self) -> None:
         """Start a graceful stop and return at once: Airflow 3 sends SIGKILL about 5 s after SIGTERM.

@@ -181,3 +181,13 @@ def test_a_savepoint_timeout_given_as_a_number_is_seconds(tmp_path: Path):
     run = load_dag("savepoint_timeout_in_seconds").test(run_conf={"root": str(tmp_path)})
     assert task_states(run) == {"times_out": "failed"}
     assert time.monotonic() - started >= 3, "timeout=3 waited 3 seconds, not 3 milliseconds"
+
+
+def test_every_example_dag_validates_its_params_with_their_defaults_and_documents_itself():
+    for dag_id in ("scheduled_streaming", "restore_automation", "upgrade_with_savepoint"):
+        dag = load_dag(dag_id)
+        defaults = dag.params.validate()  # what a trigger with the form's defaults is checked against
+        # The trigger form treats an empty string as missing: optional params default to None (type null).
+        empty = [name for name, value in defaults.items() if value == ""]
+        assert not empty, f"{dag_id}: params {empty} default to an empty string"
+        assert dag.doc_md and dag.doc_md.strip().splitlines()[0], f"{dag_id} has no doc_md for the UI"

@@ -1,0 +1,132 @@
+"""A real Airflow on a loopback port: API server, scheduler, DAG processor and triggerer, each its own process.
+
+SQLite and the LocalExecutor in a temporary ``AIRFLOW_HOME``, as ``airflow standalone`` runs them. The
+execution API URL matches the port (tasks fail before they start otherwise), every user is an admin (the
+simple auth manager's test mode), new DAGs are unpaused, and the DAG folder is parsed every few seconds.
+Tests drive it through its CLI and read its SQLite database directly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import REPO, VENV_BIN, subprocess_env
+
+PROCESSES = ("api-server", "scheduler", "dag-processor", "triggerer")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class AirflowProcesses:
+    """Start with ``start()``, stop with ``stop()`` (also on failure: everything it started, nothing else)."""
+
+    def __init__(self, home: Path, dags_folder: Path, extra_env: dict[str, str] | None = None):
+        self.home = home
+        self.dags_folder = dags_folder
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.processes: dict[str, subprocess.Popen] = {}
+        self.env = {
+            **subprocess_env(),
+            "PYTHONPATH": os.pathsep.join([str(REPO), str(dags_folder)]),
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__CORE__PARALLELISM": "4",
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
+            "AIRFLOW__API__HOST": "127.0.0.1",
+            "AIRFLOW__API__PORT": str(self.port),
+            "AIRFLOW__API__BASE_URL": self.url,
+            "AIRFLOW__API_AUTH__JWT_SECRET": "test-secret-for-a-loopback-airflow",
+            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "3",
+            "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "3",
+            "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "1",
+            "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+            **(extra_env or {}),
+        }
+
+    def airflow(self, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+        """Run an ``airflow`` CLI command against this instance."""
+        return subprocess.run(
+            [str(VENV_BIN / "airflow"), *args], env=self.env, capture_output=True, text=True, timeout=timeout
+        )
+
+    def start(self, processes: tuple[str, ...] = PROCESSES) -> None:
+        self.home.mkdir(parents=True, exist_ok=True)
+        migrated = self.airflow("db", "migrate", timeout=300)
+        assert migrated.returncode == 0, migrated.stderr[-3000:]
+        for name in processes:
+            log = open(self.home / f"{name}.log", "ab")  # noqa: SIM115 - closed in stop()
+            command = [str(VENV_BIN / "airflow"), name]
+            if name == "api-server":
+                command += ["--host", "127.0.0.1", "--port", str(self.port)]
+            self.processes[name] = subprocess.Popen(
+                command, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        self.wait_for(self._healthy, 120, "the API server to answer")
+
+    def _healthy(self) -> bool:
+        self.check_alive()
+        try:
+            with urllib.request.urlopen(f"{self.url}/api/v2/monitor/health", timeout=2) as answer:
+                return answer.status == 200
+        except OSError:
+            return False
+
+    def check_alive(self) -> None:
+        for name, process in self.processes.items():
+            assert process.poll() is None, f"airflow {name} exited ({process.returncode}):\n{self.log_tail(name)}"
+
+    def log_tail(self, name: str, size: int = 3000) -> str:
+        path = self.home / f"{name}.log"
+        return path.read_text(errors="replace")[-size:] if path.exists() else ""
+
+    def wait_for(self, condition: Callable[[], Any], timeout: float, what: str) -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = condition()
+            if value:
+                return value
+            time.sleep(0.5)
+        logs = "\n".join(f"--- {name}\n{self.log_tail(name, 1500)}" for name in self.processes)
+        raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n{logs}")
+
+    def query(self, sql: str, *params: Any) -> list[tuple]:
+        """Read the instance's SQLite database."""
+        with sqlite3.connect(self.home / "airflow.db", timeout=30) as db:
+            return db.execute(sql, params).fetchall()
+
+    def dag_runs(self, dag_id: str) -> list[tuple[str, str]]:
+        """(run id, state) of every run of ``dag_id``, oldest first."""
+        return self.query("SELECT run_id, state FROM dag_run WHERE dag_id = ? ORDER BY id", dag_id)
+
+    def stop(self) -> None:
+        for process in self.processes.values():
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        for process in self.processes.values():
+            try:
+                process.wait(timeout=max(1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=30)
+        self.processes.clear()

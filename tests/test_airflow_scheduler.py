@@ -1,0 +1,94 @@
+"""Data-aware scheduling under a real Airflow: scheduler, DAG processor, API server on a loopback port.
+
+The job operator declares its Parquet output as an Asset; each run that commits output emits an Asset event
+whose extra carries ``checkpoint_id``, ``batch_id`` and ``rows``; a DAG scheduled on that Asset runs after
+each commit and sees the extra. Not ``dag.test``: the scheduler, the LocalExecutor and the execution API do
+the work.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.airflow_processes import AirflowProcesses
+from tests.conftest import REPO, Landing
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+PRODUCER = """
+from datetime import datetime
+
+from airflow.sdk import DAG
+
+from airflow_checkpoint_provider.operators import CheckpointedStreamingJobOperator
+
+with DAG(dag_id="asset_producer", schedule=None, start_date=datetime(2026, 1, 1), catchup=False):
+    CheckpointedStreamingJobOperator(
+        task_id="run_job",
+        job_name="orders",
+        checkpoint_root={root!r},
+        pipeline="examples.pipelines:running_counts",
+        sink="parquet:{output}",
+        output_mode="update",
+        checkpoint_interval="1s",
+        conf={{"spark.example.landing": {landing!r}, "spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"}},
+        py_files=[{examples!r}],
+    )
+"""
+CONSUMER = '''
+import json
+from datetime import datetime
+
+from airflow.sdk import DAG, Asset, task
+
+with DAG(dag_id="asset_consumer", schedule=[Asset(uri={uri!r})], start_date=datetime(2026, 1, 1), catchup=False):
+
+    @task
+    def record(triggering_asset_events=None):
+        """Append what the triggering events carried to a file the test reads."""
+        with open({record!r}, "a") as handle:
+            for asset, events in triggering_asset_events.items():
+                for event in events:
+                    handle.write(json.dumps({{"uri": asset.uri, "extra": dict(event.extra)}}) + "\\n")
+
+    record()
+'''
+
+
+def test_each_committing_run_emits_an_asset_event_that_schedules_the_downstream_dag(tmp_path: Path, landing: Landing):
+    output, record, dags = tmp_path / "out", tmp_path / "events.jsonl", tmp_path / "dags"
+    dags.mkdir()
+    uri = f"file://{output}"
+    settings = {"root": str(tmp_path / "root"), "output": str(output), "landing": str(landing.path)}
+    (dags / "producer.py").write_text(PRODUCER.format(**settings, examples=str(REPO / "examples")))
+    (dags / "consumer.py").write_text(CONSUMER.format(uri=uri, record=str(record)))
+    airflow = AirflowProcesses(tmp_path / "airflow-home", dags)
+    try:
+        airflow.start(("api-server", "scheduler", "dag-processor"))
+        parsed = "SELECT dag_id FROM dag WHERE dag_id IN ('asset_producer', 'asset_consumer')"
+        airflow.wait_for(lambda: len(airflow.query(parsed)) == 2, 120, "both DAGs to be parsed")
+        for number, files in enumerate((3, 2), start=1):
+            landing.add_files(files)
+            triggered = airflow.airflow("dags", "trigger", "asset_producer")
+            assert triggered.returncode == 0, triggered.stderr[-2000:]
+
+            def finished(dag_id: str, count: int = number):
+                runs = airflow.dag_runs(dag_id)
+                assert not any(state == "failed" for _, state in runs), (dag_id, runs, airflow.log_tail("scheduler"))
+                return len([s for _, s in runs if s == "success"]) >= count
+
+            airflow.wait_for(lambda: finished("asset_producer"), 300, f"producer run {number}")
+            airflow.wait_for(lambda: finished("asset_consumer"), 120, f"consumer run {number} (scheduled by the Asset)")
+    finally:
+        airflow.stop()
+    events = [json.loads(line) for line in record.read_text().splitlines()]
+    assert [e["uri"] for e in events] == [uri, uri]
+    first, second = (e["extra"] for e in events)
+    assert first["rows"] == 30 and second["rows"] == 20, events
+    assert second["checkpoint_id"] > first["checkpoint_id"] and second["batch_id"] > first["batch_id"]
+    assert first["job_name"] == "orders"
+    # The extra is what the runtime reported: the checkpoint that published the output.
+    assert (tmp_path / "root" / "orders" / f"chk-{second['checkpoint_id']}" / "_metadata").exists()
