@@ -291,3 +291,17 @@ def test_batch_listener_without_the_slim_proxy_still_forwards_batches():
     listener.listener.onQueryProgress(event("run-a", 3, 40))
     listener.listener.onQueryProgress(event("run-b", 4, 50))  # another query in the same session
     assert completed == [3] and listener.rows == {3: 40}
+
+
+def test_reports_keep_only_the_newest_of_each_kind(tmp_path):
+    import os
+    import time
+
+    from spark_checkpoint_runtime.layout import CheckpointStorage
+
+    storage = CheckpointStorage(str(tmp_path), "orders")
+    for number in range(5):
+        url = storage.write_report("retention", f"run-{number}", {"n": number}, keep=3)
+        os.utime(url.removeprefix("file://"), (time.time() - 100 + number, time.time() - 100 + number))
+    kept = sorted(p.name for p in (tmp_path / "orders" / "_reports").iterdir())
+    assert kept == ["retention-run-2.json", "retention-run-3.json", "retention-run-4.json"]

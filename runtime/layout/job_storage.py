@@ -108,11 +108,28 @@ class CheckpointStorage:
     def control_path(self) -> str:
         return posixpath.join(self.job_path, CONTROL_DIR)
 
-    def write_report(self, kind: str, key: str, report: dict[str, Any]) -> str:
-        """Store a full report (``_reports/<kind>-<key>.json``) and return its URL."""
-        path = posixpath.join(self.job_path, REPORTS_DIR, f"{kind}-{validate_key(key, 'report key')}.json")
-        self.fs.makedirs(posixpath.dirname(path), exist_ok=True)
+    def write_report(self, kind: str, key: str, report: dict[str, Any], keep: int = 100) -> str:
+        """Store a full report (``_reports/<kind>-<key>.json``) and return its URL.
+
+        Only the ``keep`` newest reports of a kind stay: the folder must not grow with every maintenance run.
+        """
+        folder = posixpath.join(self.job_path, REPORTS_DIR)
+        path = posixpath.join(folder, f"{kind}-{validate_key(key, 'report key')}.json")
+        self.fs.makedirs(folder, exist_ok=True)
         self.fs.pipe_file(path, json.dumps(report, indent=1, sort_keys=True).encode("utf-8"))
+        try:
+            found = self.fs.ls(folder, detail=True)
+        except FileNotFoundError:
+            found = []
+        reports = [
+            info for info in found if posixpath.basename(info["name"]).startswith(f"{kind}-") and info["name"] != path
+        ]
+        reports.sort(key=lambda info: modified_time(info) or 0.0, reverse=True)
+        for info in reports[max(0, keep - 1) :]:
+            try:
+                self.fs.rm_file(info["name"])
+            except FileNotFoundError:
+                pass
         return self.url_of(path)
 
     def url_of(self, path: str) -> str:
