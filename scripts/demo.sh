@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job: installs everything, migrates a local Airflow (SQLite), then runs the scheduled_streaming
 # example DAG twice with local Spark and prints where the checkpoints and output are.
+# --ui instead starts a local Airflow (API server, scheduler, DAG processor, triggerer) to try the UI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -11,6 +12,9 @@ export AIRFLOW__CORE__LOAD_EXAMPLES=False
 export AIRFLOW__CORE__DAGS_FOLDER="$PWD/dags"
 export AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "local[2]"}'
 export PYSPARK_PYTHON="$PWD/.venv/bin/python" PYSPARK_DRIVER_PYTHON="$PWD/.venv/bin/python"
+if [ "${1:-}" = "--ui" ]; then
+    exec .venv/bin/python scripts/ui_demo.py
+fi
 mkdir -p "$AIRFLOW_HOME"
 echo "== airflow db migrate (AIRFLOW_HOME=$AIRFLOW_HOME)"
 airflow db migrate > "$CHECKPOINT_DEMO_HOME/db-migrate.log" 2>&1 || { tail -20 "$CHECKPOINT_DEMO_HOME/db-migrate.log"; exit 1; }

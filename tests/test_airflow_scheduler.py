@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.airflow_processes import AirflowProcesses
+from examples.local_airflow import LocalAirflow
 from tests.conftest import REPO, Landing
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -65,7 +65,7 @@ def test_each_committing_run_emits_an_asset_event_that_schedules_the_downstream_
     settings = {"root": str(tmp_path / "root"), "output": str(output), "landing": str(landing.path)}
     (dags / "producer.py").write_text(PRODUCER.format(**settings, examples=str(REPO / "examples")))
     (dags / "consumer.py").write_text(CONSUMER.format(uri=uri, record=str(record)))
-    airflow = AirflowProcesses(tmp_path / "airflow-home", dags)
+    airflow = LocalAirflow(tmp_path / "airflow-home", dags)
     try:
         airflow.start(("api-server", "scheduler", "dag-processor"))
         parsed = "SELECT dag_id FROM dag WHERE dag_id IN ('asset_producer', 'asset_consumer')"

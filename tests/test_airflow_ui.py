@@ -1,7 +1,7 @@
 """The Airflow UI path, as a user meets it: a real Airflow on a loopback port, driven in headless Chromium.
 
 The API server, scheduler, DAG processor and triggerer run as their own processes over the example DAGs
-(``tests/airflow_processes.py``). Each example DAG's Trigger dialog must validate with its defaults (a DAG
+(``examples/local_airflow.py``). Each example DAG's Trigger dialog must validate with its defaults (a DAG
 with the old empty-string param shows that the check can fail), ``scheduled_streaming`` triggered from the
 form must run to success with its deferrable sensor in the triggerer and make a checkpoint, and the task's
 log page must show the runtime's checkpoint lines.
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.airflow_processes import AirflowProcesses
+from examples.local_airflow import LocalAirflow
 from tests.conftest import REPO, Landing
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -87,7 +87,7 @@ def test_example_dags_trigger_from_their_forms_and_run_under_the_scheduler(tmp_p
     (dags / "empty_default.py").write_text(EMPTY_DEFAULT_DAG)
     landing = Landing(demo / "landing")
     landing.add_files(3)
-    airflow = AirflowProcesses(tmp_path / "airflow-home", dags, {"CHECKPOINT_DEMO_HOME": str(demo)})
+    airflow = LocalAirflow(tmp_path / "airflow-home", dags, {"CHECKPOINT_DEMO_HOME": str(demo)})
     browser = None
     try:
         airflow.start()

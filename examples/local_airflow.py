@@ -1,9 +1,10 @@
-"""A real Airflow on a loopback port: API server, scheduler, DAG processor and triggerer, each its own process.
+"""A real local Airflow on a loopback port: API server, scheduler, DAG processor and triggerer, each its own process.
 
-SQLite and the LocalExecutor in a temporary ``AIRFLOW_HOME``, as ``airflow standalone`` runs them. The
-execution API URL matches the port (tasks fail before they start otherwise), every user is an admin (the
-simple auth manager's test mode), new DAGs are unpaused, and the DAG folder is parsed every few seconds.
-Tests drive it through its CLI and read its SQLite database directly.
+SQLite and the LocalExecutor in ``AIRFLOW_HOME``, as ``airflow standalone`` runs them. The execution API URL
+matches the port (on another port than 8080 tasks otherwise fail before they start, with nothing in their
+log), every user is an admin (the simple auth manager's all-admins mode: no login), new DAGs are unpaused, and
+the DAG folder is parsed every few seconds. ``scripts/demo.sh --ui`` and the UI tests use it; tests drive it
+through its CLI and read its SQLite database directly.
 """
 
 from __future__ import annotations
@@ -14,14 +15,15 @@ import signal
 import socket
 import sqlite3
 import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import REPO, VENV_BIN, subprocess_env
-
+REPO = Path(__file__).resolve().parents[1]
+VENV_BIN = Path(sys.executable).parent
 PROCESSES = ("api-server", "scheduler", "dag-processor", "triggerer")
 
 
@@ -31,17 +33,31 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-class AirflowProcesses:
-    """Start with ``start()``, stop with ``stop()`` (also on failure: everything it started, nothing else)."""
+class LocalAirflow:
+    """Start with ``start()``, stop with ``stop()`` (also on failure: everything it started, nothing else).
 
-    def __init__(self, home: Path, dags_folder: Path, extra_env: dict[str, str] | None = None):
+    ``base_env`` is the environment the processes start from (this process's by default); ``extra_env`` goes
+    on top of the settings above.
+    """
+
+    def __init__(
+        self,
+        home: Path,
+        dags_folder: Path,
+        extra_env: dict[str, str] | None = None,
+        base_env: dict[str, str] | None = None,
+        port: int | None = None,
+    ):
         self.home = home
         self.dags_folder = dags_folder
-        self.port = free_port()
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.processes: dict[str, subprocess.Popen] = {}
         self.env = {
-            **subprocess_env(),
+            **(base_env if base_env is not None else os.environ),
+            "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+            "PYSPARK_PYTHON": sys.executable,
+            "PYSPARK_DRIVER_PYTHON": sys.executable,
             "PYTHONPATH": os.pathsep.join([str(REPO), str(dags_folder)]),
             "AIRFLOW_HOME": str(home),
             "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder),
