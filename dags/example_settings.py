@@ -9,10 +9,43 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from airflow.sdk import Param
+
 DEMO_HOME = os.environ.get("CHECKPOINT_DEMO_HOME", "/tmp/airflow-checkpoint-demo")
 # A package folder in py_files is zipped by the operator and shipped with the job.
 EXAMPLES_PACKAGE = str(Path(__file__).resolve().parents[1] / "examples")
 JOB_NAME_PATTERN = r"^[A-Za-z0-9._-]+$"
+
+
+def job_params(job_name: str, output: str) -> dict[str, Param]:
+    """The params every example DAG's trigger form shows first: which job, and where its files live."""
+    return {
+        "job_name": Param(
+            job_name,
+            type="string",
+            pattern=JOB_NAME_PATTERN,
+            title="Job name",
+            description="The job's folder under the checkpoint root (letters, digits, '.', '_', '-').",
+        ),
+        "checkpoint_root": Param(
+            f"{DEMO_HOME}/checkpoints",
+            type="string",
+            title="Checkpoint root",
+            description="A path or fsspec URL (e.g. s3://bucket/checkpoints) under which the job keeps checkpoints.",
+        ),
+        "landing": Param(
+            f"{DEMO_HOME}/landing",
+            type="string",
+            title="Landing folder",
+            description="Where the JSON events the example pipelines read arrive.",
+        ),
+        "output": Param(
+            f"{DEMO_HOME}/{output}",
+            type="string",
+            title="Output folder",
+            description="Where the job publishes its exactly-once Parquet output.",
+        ),
+    }
 
 
 def spark_conf(landing: str) -> dict[str, str]:

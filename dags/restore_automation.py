@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from airflow.sdk import DAG, Param, TriggerRule
-from example_settings import DEMO_HOME, EXAMPLES_PACKAGE, JOB_NAME_PATTERN, spark_conf
+from example_settings import EXAMPLES_PACKAGE, job_params, spark_conf
 
 from airflow_checkpoint_provider.operators import CheckpointedStreamingJobOperator, RestoreFromCheckpointOperator
 from airflow_checkpoint_provider.sensors import CheckpointHealthSensor
@@ -26,12 +26,13 @@ with DAG(
     max_active_runs=1,
     tags=["checkpoints", "example"],
     params={
-        "job_name": Param("event-stream", type="string", pattern=JOB_NAME_PATTERN),
-        "checkpoint_root": Param(f"{DEMO_HOME}/checkpoints", type="string"),
-        "landing": Param(f"{DEMO_HOME}/landing", type="string"),
-        "output": Param(f"{DEMO_HOME}/stream-output", type="string"),
-        "max_duration": Param("30s", type="string", description="how long the continuous run lasts"),
-        "checkpoint_interval": Param("2s", type="string"),
+        **job_params("event-stream", "stream-output"),
+        "max_duration": Param(
+            "30s", type="string", title="Run for", description="How long the continuous run lasts, e.g. 30s or 10min."
+        ),
+        "checkpoint_interval": Param(
+            "2s", type="string", title="Checkpoint interval", description="Time between checkpoints, e.g. 2s."
+        ),
         "max_age": Param(
             None,
             type=["null", "string"],

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from airflow.sdk import DAG, Param
-from example_settings import DEMO_HOME, EXAMPLES_PACKAGE, JOB_NAME_PATTERN, spark_conf
+from example_settings import EXAMPLES_PACKAGE, job_params, spark_conf
 
 from airflow_checkpoint_provider.operators import CheckpointedStreamingJobOperator, CheckpointRetentionOperator
 from airflow_checkpoint_provider.sensors import CheckpointSensor
@@ -26,12 +26,16 @@ with DAG(
     max_active_runs=1,
     tags=["checkpoints", "example"],
     params={
-        "job_name": Param("event-counts", type="string", pattern=JOB_NAME_PATTERN),
-        "checkpoint_root": Param(f"{DEMO_HOME}/checkpoints", type="string", description="path or fsspec URL"),
-        "landing": Param(f"{DEMO_HOME}/landing", type="string", description="where JSON events arrive"),
-        "output": Param(f"{DEMO_HOME}/output", type="string", description="exactly-once Parquet output"),
-        "num_retained": Param(3, type="integer", minimum=1),
-        "restore_from": Param("latest", type="string", description="latest, none, or a chk-N path"),
+        **job_params("event-counts", "output"),
+        "num_retained": Param(
+            3, type="integer", minimum=1, title="Checkpoints to keep", description="Retention keeps this many."
+        ),
+        "restore_from": Param(
+            "latest",
+            type="string",
+            title="Restore from",
+            description="latest (the newest valid checkpoint), none (empty state), or a chk-N or savepoint path.",
+        ),
     },
 ) as dag:
     run_job = CheckpointedStreamingJobOperator(

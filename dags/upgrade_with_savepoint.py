@@ -15,7 +15,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from airflow.sdk import DAG, Param
-from example_settings import DEMO_HOME, EXAMPLES_PACKAGE, JOB_NAME_PATTERN, spark_conf
+from example_settings import EXAMPLES_PACKAGE, job_params, spark_conf
 
 from airflow_checkpoint_provider.operators import CheckpointedStreamingJobOperator, SavepointOperator
 from airflow_checkpoint_provider.sensors import CheckpointSensor
@@ -30,19 +30,22 @@ with DAG(
     max_active_runs=1,
     tags=["checkpoints", "example", "savepoints"],
     params={
-        "job_name": Param("event-counts", type="string", pattern=JOB_NAME_PATTERN),
-        "checkpoint_root": Param(f"{DEMO_HOME}/checkpoints", type="string"),
-        "landing": Param(f"{DEMO_HOME}/landing", type="string"),
-        "output": Param(f"{DEMO_HOME}/output", type="string"),
+        **job_params("event-counts", "output"),
         "new_pipeline": Param(
             "examples.pipelines:running_counts_with_label",
             type="string",
-            description="module:function of the new version",
+            title="New version",
+            description="module:function returning the new version's streaming DataFrame.",
         ),
-        "output_mode": Param("update", type="string", enum=["append", "update", "complete"]),
-        "stop": Param(True, type="boolean", description="stop the old version after the savepoint"),
+        "output_mode": Param(
+            "update", type="string", enum=["append", "update", "complete"], title="Output mode of the new version"
+        ),
+        "stop": Param(True, type="boolean", title="Stop the old version", description="after the savepoint"),
         "restore_source": Param(
-            "savepoint", type="string", description="'savepoint' (the one just taken) or a savepoint/checkpoint path"
+            "savepoint",
+            type="string",
+            title="Restore from",
+            description="'savepoint' (the one just taken) or a savepoint or checkpoint path.",
         ),
     },
 ) as dag:

@@ -191,3 +191,5 @@ def test_every_example_dag_validates_its_params_with_their_defaults_and_document
         empty = [name for name, value in defaults.items() if value == ""]
         assert not empty, f"{dag_id}: params {empty} default to an empty string"
         assert dag.doc_md and dag.doc_md.strip().splitlines()[0], f"{dag_id} has no doc_md for the UI"
+        untitled = [name for name in defaults if not dag.params.get_param(name).schema.get("title")]
+        assert not untitled, f"{dag_id}: params {untitled} have no title for the form"
