@@ -93,7 +93,9 @@ def task_times(db: Path, dag_id: str) -> tuple[float, float]:
 
 
 def wait_until_waiting(db: Path, dag_id: str, newer_than: int, process: subprocess.Popen, timeout: float = 300) -> None:
-    """Until the sensor task of the newest run is running (poke mode) or deferred."""
+    """Until the sensor task of the newest run is waiting: running (poke mode), deferred, or back in ``queued``
+    after it started (``dags test`` runs a deferred task's trigger inline with the task queued, so ``deferred``
+    lasts a moment only: a poll can miss it, and did under load)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -101,8 +103,8 @@ def wait_until_waiting(db: Path, dag_id: str, newer_than: int, process: subproce
         try:
             with sqlite3.connect(db, timeout=5) as connection:
                 (waiting,) = connection.execute(
-                    "SELECT COUNT(*) FROM task_instance WHERE dag_id = ? AND state IN "
-                    "('running', 'deferred', 'up_for_reschedule')",
+                    "SELECT COUNT(*) FROM task_instance WHERE dag_id = ? AND (state IN "
+                    "('running', 'deferred', 'up_for_reschedule') OR (state = 'queued' AND start_date IS NOT NULL))",
                     (dag_id,),
                 ).fetchone()
         except sqlite3.OperationalError:  # the database does not exist yet, or is busy: look again
