@@ -84,13 +84,13 @@ def measure(spark: Any, base: Path, size_mb: float, rounds: int) -> dict[str, An
     options = {"per_trigger": 1, "pipeline": PIPELINE}
 
     def start(side: str) -> dict[str, Any]:
-        run = run_plain if side == "plain" else run_ours
+        if side == "ours":
+            return run_ours(spark, landing, base / side, True, **options)
         before = _state_listing(base / "plain" / "spark-checkpoint")
-        result = run(spark, landing, base / side, True, **options)
-        if side == "plain":
-            new = {p: n for p, n in _state_listing(base / "plain" / "spark-checkpoint").items() if p not in before}
-            result["native_new_bytes"] = sum(new.values())
-            result["native_new_sst_bytes"] = sum(n for p, n in new.items() if p.endswith(".sst"))
+        result = run_plain(spark, landing, base / side, True, **options)
+        new = {p: n for p, n in _state_listing(base / "plain" / "spark-checkpoint").items() if p not in before}
+        result["native_new_bytes"] = sum(new.values())
+        result["native_new_sst_bytes"] = sum(n for p, n in new.items() if p.endswith(".sst"))
         return result
 
     build_plain, build_ours = start("plain"), start("ours")

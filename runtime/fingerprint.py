@@ -104,7 +104,7 @@ def _object_name(value: Any) -> str:
 
 
 def _join_type(value: Any) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", " ", _object_name(value)).lower() or "unknown"
+    return _snake(_object_name(value)).replace("_", " ") or "unknown"
 
 
 def _is_session_window(expr: list[dict[str, Any]] | dict[str, Any]) -> bool:

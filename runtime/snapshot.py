@@ -88,18 +88,16 @@ def capture(working: WorkingCopy, checkpoint_id: int, batch_id: int, stored: Sto
     name = f"chk-{checkpoint_id}"
     for attempt in range(1, CAPTURE_ATTEMPTS + 1):
         try:
-            try:
-                files = select_files(working.listing(), batch_id, stored.targets(), working.read_bytes)
-                sources = working.freeze(name, [f.target for f in files])
-            except FileNotFoundError as exc:
-                raise CaptureRaced(f"{exc.filename or exc} vanished before it was frozen") from exc
+            files = select_files(working.listing(), batch_id, stored.targets(), working.read_bytes)
+            sources = working.freeze(name, [f.target for f in files])
             _check_frozen_zips(working, files, sources)
             break
-        except CaptureRaced as exc:
+        except (CaptureRaced, FileNotFoundError) as exc:
             working.release(name)
+            why = exc if isinstance(exc, CaptureRaced) else f"{exc.filename or exc} vanished before it was frozen"
             if attempt == CAPTURE_ATTEMPTS:
-                raise CaptureRaced(f"{exc} ({CAPTURE_ATTEMPTS} attempts)") from exc
-            log.info("capture of checkpoint %d raced Spark's maintenance (%s); listing again", checkpoint_id, exc)
+                raise CaptureRaced(f"{why} ({CAPTURE_ATTEMPTS} attempts)") from exc
+            log.info("capture of checkpoint %d raced Spark's maintenance (%s); listing again", checkpoint_id, why)
             time.sleep(0.05 * attempt)
     batch_meta, offsets = read_batch_offsets(working.read_text(f"offsets/{batch_id}"))
     pinned = {str(k): str(v) for k, v in (batch_meta.get("conf") or {}).items()}

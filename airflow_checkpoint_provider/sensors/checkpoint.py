@@ -14,10 +14,14 @@ from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStora
 from airflow_checkpoint_provider.triggers.checkpoint import CheckpointTrigger
 
 
-def push_checkpoint_keys(context: Context, report: dict[str, Any]) -> None:
-    """XCom keys ``checkpoint_id`` and ``checkpoint_path``, so ``task.output["checkpoint_id"]`` works directly."""
+def push_checkpoint_keys(context: Context, report: dict[str, Any]) -> dict[str, Any]:
+    """XCom keys ``checkpoint_id`` and ``checkpoint_path``, so ``task.output["checkpoint_id"]`` works directly.
+
+    Returns ``report``.
+    """
     for key in ("checkpoint_id", "checkpoint_path"):
         context["ti"].xcom_push(key=key, value=report.get(key))
+    return report
 
 
 def parse_checkpoint_id(value: Any) -> int | None:
@@ -89,10 +93,10 @@ class CheckpointSensor(BaseSensorOperator):
         self.checkpoint_root = CheckpointStorageHook(self.storage_conn_id).root(self.checkpoint_root)
         if not self.deferrable:
             found = super().execute(context)
-            return self._found(context, found) if found else found
+            return push_checkpoint_keys(context, found) if found else found
         first = self.poke(context)  # no need to defer when it is already there
         if first.is_done:
-            return self._found(context, first.xcom_value)
+            return push_checkpoint_keys(context, first.xcom_value)
         self.defer(
             trigger=CheckpointTrigger(
                 job_name=self.job_name,
@@ -109,10 +113,4 @@ class CheckpointSensor(BaseSensorOperator):
         if event.get("status") != "success":
             raise AirflowException(f"waiting for a checkpoint of job {self.job_name!r} failed: {event.get('message')}")
         self.log.info("checkpoint %s of job %r completed", event["checkpoint"]["checkpoint_id"], self.job_name)
-        return self._found(context, event["checkpoint"])
-
-    @staticmethod
-    def _found(context: Context, checkpoint: dict[str, Any]) -> dict[str, Any]:
-        """Push ``checkpoint_id`` and ``checkpoint_path`` as their own XCom keys (for ``output["checkpoint_id"]``)."""
-        push_checkpoint_keys(context, checkpoint)
-        return checkpoint
+        return push_checkpoint_keys(context, event["checkpoint"])

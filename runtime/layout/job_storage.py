@@ -125,11 +125,8 @@ class CheckpointStorage:
             info for info in found if posixpath.basename(info["name"]).startswith(f"{kind}-") and info["name"] != path
         ]
         reports.sort(key=lambda info: modified_time(info) or 0.0, reverse=True)
-        for info in reports[max(0, keep - 1) :]:
-            try:
-                self.fs.rm_file(info["name"])
-            except FileNotFoundError:
-                pass
+        stale = [info["name"] for info in reports[max(0, keep - 1) :]]
+        delete_each(self.fs, self.inside_job(stale), recursive=False)
         return self.url_of(path)
 
     def url_of(self, path: str) -> str:
