@@ -8,47 +8,16 @@ local disk (Spark would need the S3A jars to write it, and there is no Maven her
 from __future__ import annotations
 
 import random
-import socket
 from pathlib import Path
 
 import pytest
 
 from spark_checkpoint_runtime.layout import CheckpointStorage, SnapshotExists
 from tests import figures
+from tests.conftest import S3_BUCKET as BUCKET
+from tests.conftest import S3_SECRET as SECRET
 from tests.conftest import Landing, checkpoint_metadata, final_counts
 from tests.test_chaos import RANDOM, SEED, run_chain
-
-BUCKET = "checkpoints"
-SECRET = "planted-s3-secret-7f3a9c"  # must never show up in logs or _metadata
-
-
-@pytest.fixture(scope="module")
-def s3():
-    """Storage options for a moto S3 server on a free loopback port, with one bucket."""
-    from moto.server import ThreadedMotoServer
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    options = {
-        "key": "test-key",
-        "secret": SECRET,
-        "client_kwargs": {"endpoint_url": f"http://127.0.0.1:{port}", "region_name": "us-east-1"},
-    }
-    import boto3
-
-    client = boto3.client(
-        "s3",
-        endpoint_url=options["client_kwargs"]["endpoint_url"],
-        aws_access_key_id=options["key"],
-        aws_secret_access_key=SECRET,
-        region_name="us-east-1",
-    )
-    client.create_bucket(Bucket=BUCKET)
-    yield options
-    server.stop()
 
 
 def test_metadata_on_s3_is_created_once(s3):

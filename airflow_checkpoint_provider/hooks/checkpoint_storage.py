@@ -7,6 +7,9 @@ Everything goes through the runtime's format module (``spark_checkpoint_runtime.
 - Login / Password: the access key and secret (fsspec's ``key`` / ``secret``; the password field is masked);
 - Extra: any other fsspec storage options, e.g. ``{"client_kwargs": {"endpoint_url": "..."}}``.
 
+Airflow's standard cloud connections (``aws``, ``google_cloud_platform``, ``wasb``) work too, as
+``storage_conn_id``: their credentials become the storage options (``hooks/storage_options.py``).
+
 Storage options are handed to fsspec and to the runtime's spec file, and never logged or written to
 ``_metadata`` or XCom.
 """
@@ -18,6 +21,7 @@ from typing import Any
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException
 
+from airflow_checkpoint_provider.hooks.storage_options import CHECKPOINT_STORAGE, storage_options_from
 from spark_checkpoint_runtime.layout import (
     CheckpointStorage,
     ControlChannel,
@@ -29,8 +33,8 @@ from spark_checkpoint_runtime.layout import (
 class CheckpointStorageHook(BaseHook):
     """Access to checkpoint roots, with storage options from an optional ``checkpoint_storage`` connection.
 
-    :param storage_conn_id: connection whose extra JSON holds fsspec storage options; None for storage
-        that needs none (local paths, or credentials from the environment).
+    :param storage_conn_id: a ``checkpoint_storage`` connection, or a standard cloud connection such as
+        ``aws_default``; None for storage that needs none (local paths, or credentials from the environment).
     """
 
     conn_name_attr = "storage_conn_id"
@@ -61,27 +65,28 @@ class CheckpointStorageHook(BaseHook):
 
     @staticmethod
     def storage_options_of(connection: Any) -> dict[str, Any]:
-        """fsspec storage options: the extra JSON, with Login / Password as ``key`` / ``secret``."""
-        if connection is None:
-            return {}
-        options = dict(connection.extra_dejson or {})
-        if connection.login:
-            options["key"] = connection.login
-        if connection.password:
-            options["secret"] = connection.password
-        return options
+        """fsspec storage options of a ``checkpoint_storage`` connection or a standard cloud connection.
+
+        See ``storage_options.storage_options_from`` for what each connection type's fields become.
+        """
+        return storage_options_from(connection)
 
     def root(self, checkpoint_root: str | None) -> str:
-        """``checkpoint_root`` if given, else the connection's Host (its default checkpoint root)."""
+        """``checkpoint_root`` if given, else the ``checkpoint_storage`` connection's Host (its default root)."""
         if checkpoint_root:
             return checkpoint_root
         connection = self.get_connection(self.storage_conn_id) if self.storage_conn_id else None
-        if connection is not None and connection.host:
+        if connection is not None and connection.conn_type == CHECKPOINT_STORAGE and connection.host:
             return connection.host
-        where = f"connection {self.storage_conn_id!r} has no Host" if self.storage_conn_id else "no storage_conn_id"
+        if connection is None:
+            where = "no storage_conn_id"
+        elif connection.conn_type != CHECKPOINT_STORAGE:
+            where = f"connection {self.storage_conn_id!r} is a {connection.conn_type} connection, which names no root"
+        else:
+            where = f"connection {self.storage_conn_id!r} has no Host"
         raise AirflowException(
             f"no checkpoint root: the task gives no checkpoint_root and {where}; pass checkpoint_root or set the "
-            "Host of the checkpoint_storage connection to the default root"
+            "Host of a checkpoint_storage connection to the default root"
         )
 
     def test_connection(self) -> tuple[bool, str]:
@@ -138,10 +143,17 @@ class CheckpointStorageHook(BaseHook):
         return found
 
     def latest_checkpoint(
-        self, checkpoint_root: str, job_name: str, newer_than: int | None = None
+        self,
+        checkpoint_root: str,
+        job_name: str,
+        newer_than: int | None = None,
+        completed_after_ms: int | None = None,
     ) -> dict[str, Any] | None:
-        """The newest valid checkpoint (files all present), or None."""
-        return find_completed_checkpoint(self.storage(checkpoint_root, job_name), newer_than)
+        """The newest valid checkpoint (files all present), or None.
+
+        ``newer_than`` and ``completed_after_ms`` (epoch ms) narrow which one counts.
+        """
+        return find_completed_checkpoint(self.storage(checkpoint_root, job_name), newer_than, completed_after_ms)
 
     def read_metadata(self, checkpoint_root: str, job_name: str, checkpoint_id: int) -> dict[str, Any]:
         """A checkpoint's full ``_metadata`` as a dict."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow.configuration import conf
@@ -34,6 +34,25 @@ def parse_checkpoint_id(value: Any) -> int | None:
         raise AirflowException(f"newer_than {value!r} is not a checkpoint id (a whole number)") from None
 
 
+def parse_instant_ms(value: Any) -> int | None:
+    """``completed_after`` after templating: a datetime or an ISO-8601 string, as epoch ms; nothing gives None.
+
+    A time without a zone is taken as UTC (Airflow's dates are UTC).
+    """
+    if value is None or str(value).strip() in ("", "None", "null"):
+        return None
+    if not isinstance(value, datetime):
+        try:
+            value = datetime.fromisoformat(str(value).strip())
+        except ValueError:
+            raise AirflowException(
+                f"completed_after {value!r} is not a date and time (ISO 8601, e.g. '{{{{ dag_run.start_date }}}}')"
+            ) from None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return int(value.timestamp() * 1000)
+
+
 class CheckpointSensor(BaseSensorOperator):
     """Wait until a job has a valid completed checkpoint, optionally newer than a given id.
 
@@ -48,12 +67,15 @@ class CheckpointSensor(BaseSensorOperator):
         ``run.output["checkpoint_id"]`` (the job operator pushes that key), or a template (templated).
     :param at_least: that checkpoint or a newer one counts, e.g. ``run.output["checkpoint_id"]`` to confirm the
         checkpoint a run reported (templated; give ``newer_than`` or ``at_least``, not both).
+    :param completed_after: only a checkpoint completed after this moment counts: a datetime or an ISO-8601
+        string, e.g. ``"{{ dag_run.start_date }}"`` for a sensor that runs beside a continuous job and confirms
+        that this run checkpoints (templated). It compares the Spark driver's clock with this one.
     :param storage_conn_id: ``checkpoint_storage`` connection, if the storage needs credentials.
     :param deferrable: wait in the triggerer instead of a worker slot (default: Airflow's
         ``[operators] default_deferrable``).
     """
 
-    template_fields: Sequence[str] = ("job_name", "checkpoint_root", "newer_than", "at_least")
+    template_fields: Sequence[str] = ("job_name", "checkpoint_root", "newer_than", "at_least", "completed_after")
     ui_color = "#e8eef8"
 
     def __init__(
@@ -63,6 +85,7 @@ class CheckpointSensor(BaseSensorOperator):
         checkpoint_root: str | None = None,
         newer_than: int | str | None = None,
         at_least: int | str | None = None,
+        completed_after: datetime | str | None = None,
         storage_conn_id: str | None = None,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         **kwargs: Any,
@@ -72,6 +95,7 @@ class CheckpointSensor(BaseSensorOperator):
         self.checkpoint_root = checkpoint_root
         self.newer_than = newer_than
         self.at_least = at_least
+        self.completed_after = completed_after
         self.storage_conn_id = storage_conn_id
         self.deferrable = deferrable
 
@@ -83,10 +107,15 @@ class CheckpointSensor(BaseSensorOperator):
 
     def poke(self, context: Context) -> PokeReturnValue:
         found = CheckpointStorageHook(self.storage_conn_id).latest_checkpoint(
-            self.checkpoint_root, self.job_name, self._newer_than()
+            self.checkpoint_root, self.job_name, self._newer_than(), parse_instant_ms(self.completed_after)
         )
         if found is None:
-            self.log.info("no completed checkpoint of job %r newer than %s yet", self.job_name, self.newer_than)
+            self.log.info(
+                "no completed checkpoint of job %r yet (newer than %s, completed after %s)",
+                self.job_name,
+                self._newer_than(),
+                self.completed_after,
+            )
         return PokeReturnValue(is_done=found is not None, xcom_value=found)
 
     def execute(self, context: Context) -> Any:
@@ -102,6 +131,7 @@ class CheckpointSensor(BaseSensorOperator):
                 job_name=self.job_name,
                 checkpoint_root=self.checkpoint_root,
                 newer_than=self._newer_than(),
+                completed_after_ms=parse_instant_ms(self.completed_after),
                 storage_conn_id=self.storage_conn_id,
                 poke_interval=self.poke_interval,
             ),

@@ -13,7 +13,8 @@ from spark_checkpoint_runtime.layout import CheckpointStorage, find_completed_ch
 
 
 class CheckpointTrigger(BaseTrigger):
-    """Fires once a valid checkpoint of ``job_name`` exists (newer than ``newer_than``, if given).
+    """Fires once a valid checkpoint of ``job_name`` exists (newer than ``newer_than`` and completed after
+    ``completed_after_ms``, epoch milliseconds, where given).
 
     Yields ``{"status": "success", "checkpoint": {...}}`` or ``{"status": "error", "message": ...}``.
     """
@@ -24,6 +25,7 @@ class CheckpointTrigger(BaseTrigger):
         job_name: str,
         checkpoint_root: str,
         newer_than: int | None = None,
+        completed_after_ms: int | None = None,
         storage_conn_id: str | None = None,
         poke_interval: float = 5.0,
     ):
@@ -31,6 +33,7 @@ class CheckpointTrigger(BaseTrigger):
         self.job_name = job_name
         self.checkpoint_root = checkpoint_root
         self.newer_than = newer_than
+        self.completed_after_ms = completed_after_ms
         self.storage_conn_id = storage_conn_id
         self.poke_interval = poke_interval
 
@@ -41,6 +44,7 @@ class CheckpointTrigger(BaseTrigger):
                 "job_name": self.job_name,
                 "checkpoint_root": self.checkpoint_root,
                 "newer_than": self.newer_than,
+                "completed_after_ms": self.completed_after_ms,
                 "storage_conn_id": self.storage_conn_id,
                 "poke_interval": self.poke_interval,
             },
@@ -51,7 +55,9 @@ class CheckpointTrigger(BaseTrigger):
             options = await CheckpointStorageHook.astorage_options(self.storage_conn_id)
             storage = await asyncio.to_thread(CheckpointStorage, self.checkpoint_root, self.job_name, options)
             while True:
-                found = await asyncio.to_thread(find_completed_checkpoint, storage, self.newer_than)
+                found = await asyncio.to_thread(
+                    find_completed_checkpoint, storage, self.newer_than, self.completed_after_ms
+                )
                 if found is not None:
                     yield TriggerEvent({"status": "success", "checkpoint": found})
                     return

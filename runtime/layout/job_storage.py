@@ -445,11 +445,14 @@ class CheckpointStorage:
         return SavepointFolder(self.url_of(posixpath.join(self.savepoints_path, name)), self.storage_options)
 
 
-def find_completed_checkpoint(storage: CheckpointStorage, newer_than: int | None = None) -> dict[str, Any] | None:
+def find_completed_checkpoint(
+    storage: CheckpointStorage, newer_than: int | None = None, completed_after_ms: int | None = None
+) -> dict[str, Any] | None:
     """The newest valid completed checkpoint (newer than ``newer_than``) as a JSON-able summary, or None.
 
-    The one condition behind the checkpoint sensor's poke and its trigger. All checkpoints being damaged
-    counts as "none yet" here (a warning is logged); restoring is where that is refused.
+    The one condition behind the checkpoint sensor's poke and its trigger. With ``completed_after_ms``
+    (epoch milliseconds) the newest one counts only if it completed after that moment. All checkpoints being
+    damaged counts as "none yet" here (a warning is logged); restoring is where that is refused.
     """
     try:
         found = storage.latest_valid_checkpoint(newer_than=newer_than)
@@ -457,5 +460,8 @@ def find_completed_checkpoint(storage: CheckpointStorage, newer_than: int | None
         log.warning("%s", exc)
         return None
     if found is None:
+        return None
+    # Ids only grow, so the newest is the one to compare; an older one cannot be later.
+    if completed_after_ms is not None and found.metadata.completion_timestamp_ms <= completed_after_ms:
         return None
     return {**found.metadata.summary(), "checkpoint_path": storage.url_of(found.path)}

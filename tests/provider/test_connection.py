@@ -7,10 +7,11 @@ import os
 from pathlib import Path
 
 import pytest
+from airflow.sdk.exceptions import AirflowException
 
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
 from spark_checkpoint_runtime.layout import CheckpointStorage
-from tests.conftest import write_checkpoint
+from tests.conftest import S3_BUCKET, write_checkpoint
 from tests.provider.conftest import load_dag, task_states, xcom
 
 
@@ -63,3 +64,52 @@ def test_tasks_without_a_checkpoint_root_use_the_connections_host(rooted: Path):
         f"file://{rooted}/orders/_reports/"
     )
     assert sorted(p.name for p in (rooted / "orders").glob("chk-*")) == ["chk-2", "chk-3", "chk-4"]
+
+
+def test_an_aws_connection_serves_an_s3_checkpoint_root(s3, monkeypatch):
+    """``storage_conn_id="aws_..."``: Airflow's own aws connection, over a real S3 server on loopback."""
+    aws = {
+        "conn_type": "aws",
+        "login": s3["key"],
+        "password": s3["secret"],
+        "extra": {"endpoint_url": s3["client_kwargs"]["endpoint_url"], "region_name": "us-east-1"},
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_AWS_LOOPBACK", json.dumps(aws))
+    root = f"s3://{S3_BUCKET}/from-aws-connection"
+    write_checkpoint(CheckpointStorage(root, "orders", s3), 1, [])
+    hook = CheckpointStorageHook("aws_loopback")
+    assert hook.storage_options() == s3
+    assert hook.list_jobs(root) == ["orders"]
+    assert hook.latest_checkpoint(root, "orders")["checkpoint_id"] == 1
+    # An aws connection names no root: a task without checkpoint_root is told what to do.
+    with pytest.raises(AirflowException, match="is a aws connection, which names no root"):
+        hook.root(None)
+    # A role to assume needs boto's credential chain; refused rather than run with other credentials.
+    monkeypatch.setenv("AIRFLOW_CONN_AWS_LOOPBACK", json.dumps({**aws, "extra": {"role_arn": "arn:aws:iam::1:role/x"}}))
+    with pytest.raises(AirflowException, match="sets role_arn, which the checkpoint storage cannot honour"):
+        hook.storage_options()
+
+
+@pytest.mark.parametrize(
+    ("connection", "options"),
+    [
+        (
+            {"conn_type": "google_cloud_platform", "extra": {"key_path": "/keys/sa.json", "project": "p1"}},
+            {"token": "/keys/sa.json", "project": "p1"},
+        ),
+        ({"conn_type": "wasb", "login": "acct", "password": "k3y"}, {"account_name": "acct", "account_key": "k3y"}),
+        (
+            {"conn_type": "aws", "extra": {"aws_session_token": "t", "profile_name": "dev"}},
+            {"token": "t", "profile": "dev"},
+        ),
+    ],
+)
+def test_standard_cloud_connections_become_fsspec_options(monkeypatch, connection, options):
+    monkeypatch.setenv("AIRFLOW_CONN_CLOUD", json.dumps(connection))
+    assert CheckpointStorageHook("cloud").storage_options() == options
+
+
+def test_a_connection_type_that_says_nothing_about_storage_is_refused(monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_CLOUD", json.dumps({"conn_type": "postgres", "host": "db"}))
+    with pytest.raises(AirflowException, match="has type 'postgres', which says nothing about checkpoint storage"):
+        CheckpointStorageHook("cloud").storage_options()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -46,3 +47,55 @@ def test_health_sensor_fails_on_stalled_checkpoints_and_passes_on_fresh_ones(tmp
     run = load_dag("health_checks").test(run_conf={"root": str(tmp_path)})
     assert task_states(run) == {"stalled": "failed", "healthy": "success", "tight_max_age": "failed"}
     assert xcom(run, "healthy")["window_seconds"] == 1200
+
+
+# dag.test runs a trigger inline without its timeout, so the deferrable sensor is only run where it finds one.
+@pytest.mark.parametrize(
+    ("offset_ms", "deferrable", "state"), [(-1000, False, "success"), (-1000, True, "success"), (1000, False, "failed")]
+)
+def test_sensor_counts_only_a_checkpoint_completed_after_the_given_moment(tmp_path: Path, offset_ms, deferrable, state):
+    completed = now_ms() - 60_000
+    write_checkpoint(CheckpointStorage(str(tmp_path), "orders"), 7, [], completion_ms=completed)
+    after = datetime.fromtimestamp((completed + offset_ms) / 1000, tz=UTC).isoformat()
+    dag_id = f"sensor_completed_after_{deferrable}".lower()
+    run = load_dag(dag_id).test(run_conf={"root": str(tmp_path), "after": after})
+    assert task_states(run) == {"wait": state}
+    if state == "success":
+        assert xcom(run, "wait")["checkpoint_id"] == 7
+
+
+def test_completed_after_refuses_what_is_not_a_moment():
+    from airflow.sdk.exceptions import AirflowException
+
+    from airflow_checkpoint_provider.sensors.checkpoint import parse_instant_ms
+
+    assert parse_instant_ms("2026-01-01 00:00:00+00:00") == parse_instant_ms("2026-01-01T00:00:00") == 1767225600000
+    assert parse_instant_ms("") is None and parse_instant_ms(None) is None
+    with pytest.raises(AirflowException, match="is not a date and time"):
+        parse_instant_ms("yesterday")
+
+
+def test_checkpoint_trigger_fires_only_for_a_checkpoint_completed_after_the_moment(tmp_path: Path):
+    """The trigger as the triggerer runs it: in an event loop, storage read in threads, real files."""
+    import asyncio
+
+    from airflow_checkpoint_provider.triggers.checkpoint import CheckpointTrigger
+
+    storage = CheckpointStorage(str(tmp_path), "orders")
+    write_checkpoint(storage, 3, [], completion_ms=now_ms() - 60_000)
+    trigger = CheckpointTrigger(
+        job_name="orders", checkpoint_root=str(tmp_path), completed_after_ms=now_ms() - 1000, poke_interval=0.2
+    )
+    _, kwargs = trigger.serialize()
+    assert kwargs["completed_after_ms"] == trigger.completed_after_ms  # survives the trip to the triggerer
+
+    async def first_event():
+        events = trigger.run()
+        waiting = asyncio.ensure_future(anext(events))
+        await asyncio.sleep(1)
+        assert not waiting.done(), "checkpoint 3 completed before the moment: it does not count"
+        await asyncio.to_thread(write_checkpoint, storage, 4, [])
+        return await asyncio.wait_for(waiting, 10)
+
+    event = asyncio.run(first_event())
+    assert event.payload["status"] == "success" and event.payload["checkpoint"]["checkpoint_id"] == 4

@@ -42,3 +42,20 @@ with DAG(dag_id="health_checks", schedule=None, start_date=datetime(2026, 1, 1),
     CheckpointHealthSensor(
         task_id="tight_max_age", job_name="healthy", checkpoint_root=ROOT, max_age="1ms", poke_interval=1, timeout=10
     )
+
+for deferrable in (False, True):
+    with DAG(
+        dag_id=f"sensor_completed_after_{deferrable}".lower(),
+        schedule=None,
+        start_date=datetime(2026, 1, 1),
+        params={**PARAMS, "after": Param("", type="string")},
+    ):
+        CheckpointSensor(
+            task_id="wait",
+            job_name="orders",
+            checkpoint_root=ROOT,
+            completed_after="{{ params.after }}",
+            deferrable=deferrable,
+            poke_interval=1,
+            timeout=3,
+        )
