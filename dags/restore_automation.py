@@ -1,9 +1,12 @@
 """Restore automation: a continuous job, a checkpoint health check, and a restore when either fails.
 
-The job runs continuously for ``max_duration``. The health sensor then judges its checkpoints the way
-the Flink Kubernetes Operator does (or against ``max_age``). If the job failed or its checkpoints
-stalled, ``restore_from_latest`` restarts it from the latest valid checkpoint (available-now: it drains
-what is pending and checkpoints). Trigger it from the UI to tune the durations.
+The job runs continuously for ``max_duration`` (or until ``upgrade_with_savepoint`` stops it with a
+savepoint: both DAGs default to the same job). Beside it, ``first_checkpoint`` waits in the triggerer for
+this run's first checkpoint, so the grid shows early that the job checkpoints. When the job ends, the
+health sensor judges its checkpoints the way the Flink Kubernetes Operator does (or against ``max_age``).
+If the job failed or its checkpoints stalled, ``restore_from_latest`` restarts it from the latest valid
+checkpoint (available-now: it drains what is pending and checkpoints). Trigger it from the UI to tune the
+durations.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from airflow.sdk import DAG, Param, TriggerRule
 from example_settings import EXAMPLES_PACKAGE, job_params, spark_conf
 
 from airflow_checkpoint_provider.operators import CheckpointedStreamingJobOperator, RestoreFromCheckpointOperator
-from airflow_checkpoint_provider.sensors import CheckpointHealthSensor
+from airflow_checkpoint_provider.sensors import CheckpointHealthSensor, CheckpointSensor
 
 with DAG(
     doc_md=__doc__,  # the module docstring shows as the DAG's docs in the UI
@@ -26,9 +29,9 @@ with DAG(
     max_active_runs=1,
     tags=["checkpoints", "example"],
     params={
-        **job_params("event-stream", "stream-output"),
+        **job_params("event-counts", "output"),
         "max_duration": Param(
-            "30s", type="string", title="Run for", description="How long the continuous run lasts, e.g. 30s or 10min."
+            "5min", type="string", title="Run for", description="How long the continuous run lasts, e.g. 30s or 10min."
         ),
         "checkpoint_interval": Param(
             "2s", type="string", title="Checkpoint interval", description="Time between checkpoints, e.g. 2s."
@@ -45,14 +48,24 @@ with DAG(
         task_id="run_job",
         job_name="{{ params.job_name }}",
         checkpoint_root="{{ params.checkpoint_root }}",
-        pipeline="examples.pipelines:events",
+        pipeline="examples.pipelines:running_counts",
         sink="parquet:{{ params.output }}",
+        output_mode="update",
         trigger="continuous",
         batch_interval="500ms",
         max_duration="{{ params.max_duration }}",
         checkpoint_interval="{{ params.checkpoint_interval }}",
         conf=spark_conf("{{ params.landing }}"),
         py_files=[EXAMPLES_PACKAGE],
+    )
+    first_checkpoint = CheckpointSensor(
+        task_id="first_checkpoint",
+        job_name="{{ params.job_name }}",
+        checkpoint_root="{{ params.checkpoint_root }}",
+        completed_after="{{ dag_run.start_date }}",  # this run's checkpoint, not one left by an earlier run
+        deferrable=True,
+        poke_interval=2,
+        timeout=600,
     )
     check_health = CheckpointHealthSensor(
         task_id="check_health",
@@ -68,8 +81,9 @@ with DAG(
         task_id="restore_from_latest",
         job_name="{{ params.job_name }}",
         checkpoint_root="{{ params.checkpoint_root }}",
-        pipeline="examples.pipelines:events",
+        pipeline="examples.pipelines:running_counts",
         sink="parquet:{{ params.output }}",
+        output_mode="update",
         trigger="available-now",
         conf=spark_conf("{{ params.landing }}"),
         py_files=[EXAMPLES_PACKAGE],

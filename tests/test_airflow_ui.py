@@ -2,21 +2,25 @@
 
 The API server, scheduler, DAG processor and triggerer run as their own processes over the example DAGs
 (``examples/local_airflow.py``). Each example DAG's Trigger dialog must validate with its defaults (a DAG
-with the old empty-string param shows that the check can fail), ``scheduled_streaming`` triggered from the
-form must run to success with its deferrable sensor in the triggerer and make a checkpoint, and the task's
-log page must show the runtime's checkpoint lines.
+with the old empty-string param shows that the check can fail). Then, each triggered from its form with its
+defaults: ``scheduled_streaming`` runs to success and makes a checkpoint, and its task log page shows the
+runtime's checkpoint lines; ``restore_automation`` starts its continuous job, whose first checkpoint a
+deferrable sensor awaits in the triggerer; ``upgrade_with_savepoint``, triggered while that job runs,
+stops it with a savepoint, runs the new version from it and confirms its first checkpoint. Screenshots of
+each form and of the succeeded grids go to ``$UI_SCREENSHOTS`` (``docs/screenshots`` for the README).
 """
 
 from __future__ import annotations
 
-import shutil
+import json
 import time
 from pathlib import Path
 
 import pytest
 
 from examples.local_airflow import LocalAirflow
-from tests.conftest import REPO, Landing
+from tests.conftest import REPO, Landing, final_counts
+from tests.ui import Screenshots, headless_chromium, open_trigger_dialog, wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -32,51 +36,42 @@ params = {"max_age": Param("", type="string")}
 with DAG(dag_id="empty_default", schedule=None, start_date=datetime(2026, 1, 1), params=params):
     EmptyOperator(task_id="nothing")
 """
+FINISHED = ("success", "failed")
 
 
-def headless_chromium():
-    """Debian's chromium and chromedriver (``.ci/run`` installs them), through selenium."""
-    from selenium import webdriver
+def trigger_from_form(browser, airflow: LocalAirflow, dag_id: str) -> str:
+    """Click the Trigger dialog's button with the form's defaults; return the run id it created."""
+    before = {run for run, _ in airflow.dag_runs(dag_id)}
+    open_trigger_dialog(browser, airflow.url, dag_id).click()
 
-    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
-    assert chromium and driver, "the UI tests need chromium and chromedriver: apt-get install chromium chromium-driver"
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1000"):
-        options.add_argument(argument)
-    return webdriver.Chrome(service=webdriver.ChromeService(driver), options=options)
+    def manual_run():
+        return next((r for r, _ in airflow.dag_runs(dag_id) if r not in before and r.startswith("manual")), None)
+
+    return airflow.wait_for(manual_run, 30, f"the run of {dag_id} the form triggered")
 
 
-def wait_until(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            value = condition()
-        except Exception:  # noqa: BLE001 - the page is still rendering
-            value = None
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+def task_states(airflow: LocalAirflow, dag_id: str, run_id: str) -> dict[str, str]:
+    sql = "SELECT task_id, state FROM task_instance WHERE dag_id = ? AND run_id = ?"
+    return dict(airflow.query(sql, dag_id, run_id))
 
 
-def open_trigger_dialog(browser, url: str, dag_id: str):
-    """Open the DAG's page and its Trigger dialog; return the dialog's own Trigger button."""
+def finished_run(airflow: LocalAirflow, dag_id: str, run_id: str, timeout: float) -> tuple[str, dict[str, str]]:
+    """Wait for the run to end; its state and its tasks' states."""
+    sql = "SELECT state FROM dag_run WHERE dag_id = ? AND run_id = ?"
+    state = airflow.wait_for(
+        lambda: (s := airflow.query(sql, dag_id, run_id)[0][0]) in FINISHED and s, timeout, f"run {run_id}"
+    )
+    return state, task_states(airflow, dag_id, run_id)
+
+
+def show_grid(browser, airflow: LocalAirflow, dag_id: str, shots: Screenshots) -> None:
+    """The DAG's page with its grid of runs, as a screenshot."""
     from selenium.webdriver.common.by import By
 
-    browser.get(f"{url}/dags/{dag_id}")
-    wait_until(
-        lambda: browser.find_element(By.CSS_SELECTOR, "button[aria-label='Trigger Dag']"), 60, "the page"
-    ).click()
-
-    def dialog_trigger():
-        dialogs = browser.find_elements(By.CSS_SELECTOR, "[role='dialog']")
-        buttons = [b for d in dialogs for b in d.find_elements(By.TAG_NAME, "button") if b.text == "Trigger"]
-        return buttons[0] if buttons else None
-
-    wait_until(dialog_trigger, 30, f"the trigger dialog of {dag_id}")
-    time.sleep(1)  # the form validates its fields once rendered
-    return dialog_trigger()
+    browser.get(f"{airflow.url}/dags/{dag_id}")
+    wait_until(lambda: browser.find_element(By.CSS_SELECTOR, "button[aria-label='Trigger Dag']"), 60, "the page")
+    time.sleep(3)  # the grid fills in after the page
+    shots.take(browser, f"grid-{dag_id}")
 
 
 def test_example_dags_trigger_from_their_forms_and_run_under_the_scheduler(tmp_path: Path):
@@ -87,7 +82,9 @@ def test_example_dags_trigger_from_their_forms_and_run_under_the_scheduler(tmp_p
     (dags / "empty_default.py").write_text(EMPTY_DEFAULT_DAG)
     landing = Landing(demo / "landing")
     landing.add_files(3)
+    job = demo / "checkpoints" / "event-counts"  # the job all three example DAGs default to
     airflow = LocalAirflow(tmp_path / "airflow-home", dags, {"CHECKPOINT_DEMO_HOME": str(demo)})
+    shots = Screenshots(tmp_path / "screenshots")
     browser = None
     try:
         airflow.start()
@@ -101,32 +98,68 @@ def test_example_dags_trigger_from_their_forms_and_run_under_the_scheduler(tmp_p
         assert not open_trigger_dialog(browser, airflow.url, "empty_default").is_enabled(), "the check can fail"
         for dag_id in EXAMPLE_DAGS:
             assert open_trigger_dialog(browser, airflow.url, dag_id).is_enabled(), f"{dag_id}'s form does not validate"
+            shots.take(browser, f"trigger-form-{dag_id}")
 
-        # scheduled_streaming from its form, with the defaults: it runs to success under the scheduler.
-        before = {run for run, _ in airflow.dag_runs("scheduled_streaming")}
-        open_trigger_dialog(browser, airflow.url, "scheduled_streaming").click()
-
-        def manual_run():
-            runs = [
-                (r, s) for r, s in airflow.dag_runs("scheduled_streaming") if r not in before and r.startswith("manual")
-            ]
-            return runs[0] if runs else None
-
-        run_id, _ = airflow.wait_for(manual_run, 30, "the run the form triggered")
-        states = "SELECT state FROM dag_run WHERE dag_id = 'scheduled_streaming' AND run_id = ?"
-        state = airflow.wait_for(
-            lambda: (s := airflow.query(states, run_id)[0][0]) in ("success", "failed") and s, 420, f"run {run_id}"
-        )
-        tasks = dict(airflow.query("SELECT task_id, state FROM task_instance WHERE run_id = ?", run_id))
+        # scheduled_streaming from its form: it runs to success under the scheduler and checkpoints.
+        run_id = trigger_from_form(browser, airflow, "scheduled_streaming")
+        state, tasks = finished_run(airflow, "scheduled_streaming", run_id, 420)
         assert state == "success", (tasks, airflow.log_tail("scheduler"))
-        checkpoints = sorted((demo / "checkpoints" / "event-counts").glob("chk-*/_metadata"))
-        assert checkpoints, "the form-triggered run made a checkpoint"
-        # The deferrable sensor finds the run's checkpoint at its first poke, so it never needs the triggerer here.
         assert tasks == {"run_job": "success", "confirm_checkpoint": "success", "retention": "success"}, tasks
+        assert sorted(job.glob("chk-*/_metadata")), "the form-triggered run made a checkpoint"
+        show_grid(browser, airflow, "scheduled_streaming", shots)
 
         # The task's log in the UI shows the runtime's one-line checkpoint messages.
         browser.get(f"{airflow.url}/dags/scheduled_streaming/runs/{run_id}/tasks/run_job")
         wait_until(lambda: "Completed checkpoint" in browser.page_source, 60, "the task log in the UI")
+
+        # restore_automation from its form: the continuous job starts (from scheduled_streaming's checkpoint), and
+        # first_checkpoint waits in the triggerer, holding no worker slot, until this run's first checkpoint.
+        landing.add_files(3)
+        restore_run = trigger_from_form(browser, airflow, "restore_automation")
+        seen: set[str] = set()
+        triggers = (
+            "SELECT t.classpath FROM task_instance ti JOIN trigger t ON t.id = ti.trigger_id "
+            "WHERE ti.dag_id = 'restore_automation' AND ti.run_id = ? AND ti.task_id = 'first_checkpoint'"
+        )
+
+        def first_checkpoint_state():
+            state = task_states(airflow, "restore_automation", restore_run).get("first_checkpoint")
+            seen.add(state)
+            seen.update(classpath for (classpath,) in airflow.query(triggers, restore_run))
+            return state in FINISHED and state
+
+        assert airflow.wait_for(first_checkpoint_state, 300, "first_checkpoint") == "success", seen
+        # It waited as a deferred task, in the triggerer, with our trigger.
+        assert {"deferred", "airflow_checkpoint_provider.triggers.checkpoint.CheckpointTrigger"} <= seen, seen
+        assert task_states(airflow, "restore_automation", restore_run)["run_job"] == "running"
+
+        # upgrade_with_savepoint from its form while that job runs: savepoint (stopping it), new version, confirm.
+        landing.add_files(2)
+        upgrade_run = trigger_from_form(browser, airflow, "upgrade_with_savepoint")
+        state, tasks = finished_run(airflow, "upgrade_with_savepoint", upgrade_run, 420)
+        assert state == "success", (tasks, airflow.log_tail("scheduler"))
+        state, restore_tasks = finished_run(airflow, "restore_automation", restore_run, 120)
+        assert restore_tasks == {
+            "run_job": "success",  # stopped by the savepoint: exit 0, output committed
+            "first_checkpoint": "success",
+            "check_health": "success",
+            "restore_from_latest": "skipped",
+        }, restore_tasks
+        savepoint = json.loads(
+            airflow.query(
+                "SELECT value FROM xcom WHERE dag_id = 'upgrade_with_savepoint' AND run_id = ? "
+                "AND task_id = 'take_savepoint' AND key = 'return_value'",
+                upgrade_run,
+            )[0][0]
+        )
+        assert "/event-counts/savepoints/savepoint-" in savepoint, savepoint
+        newest = max(job.glob("chk-*/_metadata"), key=lambda p: int(p.parent.name.split("-")[1]))
+        restored_from = json.loads(newest.read_text())["restored_from"]
+        assert restored_from["kind"] == "savepoint" and restored_from["path"] == savepoint, restored_from
+        # Three DAGs, four runs of one job, one savepoint between two versions: every event counted once.
+        assert final_counts(demo / "output") == landing.counts_by_key()
+        show_grid(browser, airflow, "restore_automation", shots)
+        show_grid(browser, airflow, "upgrade_with_savepoint", shots)
     finally:
         if browser is not None:
             browser.quit()

@@ -30,15 +30,22 @@ class CheckpointHealthSensor(BaseSensorOperator):
     :param job_name: the job folder (templated).
     :param checkpoint_root: the checkpoint root (templated);
         default: the Host of the ``storage_conn_id`` connection.
-    :param checkpoint_interval: the job's checkpoint interval (default ``10s``). Like every duration here:
-        seconds, a ``timedelta``, or a string with a unit.
-    :param checkpoint_timeout: the job's checkpoint timeout (default ``10min``).
-    :param tolerable_failed_checkpoints: the job's ``--tolerable-failed-checkpoints`` (default 0).
+    :param checkpoint_interval: the job's checkpoint interval (default ``10s``; templated). Like every duration
+        here: seconds, a ``timedelta``, or a string with a unit.
+    :param checkpoint_timeout: the job's checkpoint timeout (default ``10min``; templated).
+    :param tolerable_failed_checkpoints: the job's ``--tolerable-failed-checkpoints`` (default 0; templated).
     :param max_age: overrides the window, e.g. ``5min`` (templated).
     :param storage_conn_id: ``checkpoint_storage`` connection, if the storage needs credentials.
     """
 
-    template_fields: Sequence[str] = ("job_name", "checkpoint_root", "max_age")
+    template_fields: Sequence[str] = (
+        "job_name",
+        "checkpoint_root",
+        "checkpoint_interval",
+        "checkpoint_timeout",
+        "tolerable_failed_checkpoints",
+        "max_age",
+    )
     ui_color = "#f8f0e0"
 
     def __init__(
