@@ -58,7 +58,10 @@ def get_provider_info() -> dict[str, Any]:
                 ],
             }
         ],
-        "extra-links": ["airflow_checkpoint_provider.links.CheckpointHistoryLink"],
+        "extra-links": [
+            "airflow_checkpoint_provider.links.CheckpointHistoryLink",
+            "airflow_checkpoint_provider.links.SparkUILink",
+        ],
         "connection-types": [
             {
                 "hook-class-name": "airflow_checkpoint_provider.hooks.checkpoint_storage.CheckpointStorageHook",

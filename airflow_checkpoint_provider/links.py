@@ -10,14 +10,8 @@ if TYPE_CHECKING:
     from airflow.sdk.types import TaskInstanceKey
 
 
-class CheckpointHistoryLink(BaseOperatorLink):
-    """The job's checkpoint folder (its checkpoint history and savepoints), as a URL of its storage.
-
-    The task stores the URL in XCom (key ``_link_CheckpointHistoryLink``) as soon as it starts, so the button
-    works while the job is still running.
-    """
-
-    name = "Checkpoint history"
+class _PersistedLink(BaseOperatorLink):
+    """A link whose URL the task stores in XCom (key ``_link_<class>``) as soon as it starts."""
 
     def get_link(self, operator: Any, *, ti_key: TaskInstanceKey) -> str:
         from airflow.sdk.execution_time.xcom import XCom
@@ -27,3 +21,24 @@ class CheckpointHistoryLink(BaseOperatorLink):
     def persist(self, context: Any, url: str) -> None:
         """Record the link for this task try."""
         context["ti"].xcom_push(key=self.xcom_key, value=url)
+
+
+class CheckpointHistoryLink(_PersistedLink):
+    """The job's checkpoint folder (its checkpoint history and savepoints), as a URL of its storage.
+
+    The task stores the URL in XCom (key ``_link_CheckpointHistoryLink``) as soon as it starts, so the button
+    works while the job is still running.
+    """
+
+    name = "Checkpoint history"
+
+
+class SparkUILink(_PersistedLink):
+    """The running driver's Spark UI, where the driver runs beside the task (local master, client deploy mode).
+
+    The operator pins ``spark.ui.port`` to a free port (unless the conf sets one) so the URL is exact. The
+    Spark UI lives as long as the driver: after the run, the link answers nothing (Spark's history server is
+    the place then). Empty when the UI is disabled or the driver runs elsewhere (cluster deploy mode).
+    """
+
+    name = "Spark UI"

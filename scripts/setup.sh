@@ -18,7 +18,7 @@ if [ -f "$stamp" ]; then
 fi
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q "apache-airflow==${AIRFLOW_VERSION}" -e ".[spark,airflow,s3,test]"
+.venv/bin/python -m pip install -q "apache-airflow==${AIRFLOW_VERSION}" -e ".[spark,airflow,s3,openlineage,test]"
 # apache-airflow-providers-apache-spark depends on pyspark-client (Spark Connect only), whose files
 # overwrite pyspark's own Python modules with another version. Put the full pyspark back on top so the
 # Python side matches the bundled jars.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import zipfile
 from pathlib import Path
@@ -78,6 +79,24 @@ class StreamingJobHook(BaseHook):
                 f'AIRFLOW_CONN_{self.conn_id.upper()}=\'{{"conn_type": "spark", "host": "local[*]"}}\') '
                 "or pass conn_id; without it SparkSubmitHook would silently submit to YARN."
             ) from None
+
+    def pin_spark_ui(self) -> str | None:
+        """The driver's Spark UI URL, fixing ``spark.ui.port`` to a free port unless the conf sets one.
+
+        None when the UI is disabled or the driver runs on the cluster (``deploy-mode: cluster`` in the Spark
+        connection): then it is not on this machine.
+        """
+        if str(self.conf.get("spark.ui.enabled", "true")).lower() == "false":
+            return None
+        extra = self.get_connection(self.conn_id).extra_dejson or {}
+        if extra.get("deploy-mode") == "cluster":
+            return None
+        if not self.conf.get("spark.ui.port"):
+            with socket.socket() as probe:
+                probe.bind(("", 0))
+                self.conf["spark.ui.port"] = str(probe.getsockname()[1])
+        host = self.conf.get("spark.driver.host") or socket.gethostname()
+        return f"http://{host}:{self.conf['spark.ui.port']}"
 
     def ship_files(self, workdir: Path) -> list[str]:
         """The runtime zip plus the user's py_files (package folders zipped)."""

@@ -9,13 +9,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from airflow.configuration import conf as airflow_conf
+from airflow.providers.common.compat.openlineage.utils.spark import (
+    inject_parent_job_information_into_spark_properties,
+    inject_transport_information_into_spark_properties,
+)
 from airflow.sdk import Asset, AssetAlias, BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_checkpoint_provider.durations import Duration, for_runtime
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
 from airflow_checkpoint_provider.hooks.streaming_job import StreamingJobHook
-from airflow_checkpoint_provider.links import CheckpointHistoryLink
+from airflow_checkpoint_provider.links import CheckpointHistoryLink, SparkUILink
 from airflow_checkpoint_provider.sensors.checkpoint import push_checkpoint_keys
 from spark_checkpoint_runtime.layout import CheckpointFormatError, key_from
 from spark_checkpoint_runtime.options import RUNTIME_DURATIONS, OptionsError, options_from_mapping
@@ -101,6 +106,11 @@ class CheckpointedStreamingJobOperator(BaseOperator):
         extra carries ``job_name``, ``checkpoint_id``, ``batch_id``, ``rows`` and ``run_id``. A DAG with
         ``schedule=[Asset("file:///.../out")]`` then runs after each committing run. Default True; ignored when
         ``outlets`` is given.
+    :param openlineage_inject_parent_job_info: pass this task as the OpenLineage parent job to the Spark
+        job's OpenLineage listener (``spark.openlineage.parent*`` confs), as SparkSubmitOperator does; needs the
+        OpenLineage provider. Default: ``[openlineage] spark_inject_parent_job_info``.
+    :param openlineage_inject_transport_info: pass Airflow's OpenLineage transport to the Spark job
+        (``spark.openlineage.transport.*``). Default: ``[openlineage] spark_inject_transport_info``.
     :param stop_timeout: seconds a graceful stop may take once asked (``on_kill``, SIGTERM); the runtime ends
         the run past it (``--stop-timeout``), publishing nothing beyond its last checkpoint.
     """
@@ -114,7 +124,7 @@ class CheckpointedStreamingJobOperator(BaseOperator):
         "runtime_options",
     )
     template_fields_renderers = {"conf": "json", "env_vars": "json", "runtime_options": "json", "py_files": "json"}
-    operator_extra_links = (CheckpointHistoryLink(),)
+    operator_extra_links = (CheckpointHistoryLink(), SparkUILink())
     ui_color = "#e4f0e8"
 
     def __init__(
@@ -140,6 +150,12 @@ class CheckpointedStreamingJobOperator(BaseOperator):
         runtime_options: dict[str, Any] | None = None,
         stop_timeout: Duration = 120.0,
         emit_assets: bool = True,
+        openlineage_inject_parent_job_info: bool = airflow_conf.getboolean(
+            "openlineage", "spark_inject_parent_job_info", fallback=False
+        ),
+        openlineage_inject_transport_info: bool = airflow_conf.getboolean(
+            "openlineage", "spark_inject_transport_info", fallback=False
+        ),
         **kwargs: Any,
     ):
         outlet = output_outlet(sink, job_name, kwargs.get("task_id", "")) if emit_assets else None
@@ -147,6 +163,8 @@ class CheckpointedStreamingJobOperator(BaseOperator):
             kwargs["outlets"] = [outlet]
         super().__init__(**kwargs)
         self.emit_assets = emit_assets
+        self.openlineage_inject_parent_job_info = openlineage_inject_parent_job_info
+        self.openlineage_inject_transport_info = openlineage_inject_transport_info
         self.job_name = job_name
         self.checkpoint_root = checkpoint_root
         self.pipeline = pipeline
@@ -196,6 +214,15 @@ class CheckpointedStreamingJobOperator(BaseOperator):
             raise AirflowException(f"{self.task_id}: {exc}") from None
         return values
 
+    def spark_conf(self, context: Context) -> dict[str, Any]:
+        """The Spark confs for this try: ``conf`` plus the OpenLineage parent job and transport, if asked."""
+        spark_conf = dict(self.conf)
+        if self.openlineage_inject_parent_job_info:
+            spark_conf = inject_parent_job_information_into_spark_properties(spark_conf, context)
+        if self.openlineage_inject_transport_info:
+            spark_conf = inject_transport_information_into_spark_properties(spark_conf, context)
+        return spark_conf
+
     def choose_restore(self, context: Context) -> str:
         """``restore_from`` for this try: a retry restores from the latest checkpoint this DAG run made."""
         if self.restore_from == "latest" or context["ti"].try_number <= 1:
@@ -217,13 +244,16 @@ class CheckpointedStreamingJobOperator(BaseOperator):
         args = [item for key, value in values.items() for item in (f"--{key.replace('_', '-')}", str(value))]
         self._job_hook = StreamingJobHook(
             conn_id=self.conn_id,
-            conf=self.conf,
+            conf=self.spark_conf(context),
             py_files=self.py_files,
             env_vars=self.env_vars,
             name=f"checkpointed:{self.job_name}",
         )
         control = self.storage_hook.control(self.checkpoint_root, self.job_name)
         CheckpointHistoryLink().persist(context, control.storage.url_of(control.storage.job_path))
+        spark_ui = self._job_hook.pin_spark_ui()
+        if spark_ui:
+            SparkUILink().persist(context, spark_ui)
         with tempfile.TemporaryDirectory(prefix="checkpointed-job-") as workdir:
             try:
                 self._job_hook.submit(args, self.storage_hook.storage_options(), Path(workdir))

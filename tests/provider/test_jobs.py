@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
+import socket
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 import psutil
@@ -20,6 +23,13 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 def _conf(tmp_path: Path, landing: Landing) -> dict[str, str]:
     return {"root": str(tmp_path / "root"), "landing": str(landing.path), "output": str(tmp_path / "out")}
+
+
+def _submit_line(output: str, task_id: str) -> str:
+    """The spark-submit command SparkSubmitHook logged for ``task_id`` (its run key names the task)."""
+    lines = [line for line in output.splitlines() if "Spark-Submit cmd" in line and f".{task_id}." in line]
+    assert len(lines) == 1, f"{len(lines)} spark-submit commands logged for {task_id}"
+    return lines[0]
 
 
 def _landed_ids(landing: Landing) -> list[int]:
@@ -42,6 +52,12 @@ def test_two_available_now_runs_a_deferrable_sensor_and_retention(tmp_path: Path
     assert xcom(run, "wait_for_first_checkpoint", "checkpoint_id") == first["checkpoint_id"]
     # The task's "Checkpoint history" link: the job folder's URL, recorded as the task starts.
     assert xcom(run, "first_run", "_link_CheckpointHistoryLink") == f"file://{tmp_path}/root/orders"
+    assert not xcom(run, "first_run", "_link_SparkUILink"), "spark.ui.enabled=false: no Spark UI to link"
+    # OpenLineage: the task is the Spark job's parent, in the confs spark-submit got (as SparkSubmitOperator does).
+    assert "spark.openlineage.parentJobName=back_to_back.first_run" in _submit_line(
+        output.out + output.err, "first_run"
+    )
+    assert "spark.openlineage.parentJobName" not in _submit_line(output.out + output.err, "second_run")
     assert first["checkpoints_completed_count"] == len(first["checkpoints_completed"]) >= 1
     # Exactly once: every key's largest running count equals its number of input rows.
     expected: dict[str, int] = {}
@@ -136,7 +152,18 @@ def test_killed_task_stops_the_job_gracefully_through_on_kill(tmp_path: Path, la
 
     monkeypatch.setattr(CheckpointedStreamingJobOperator, "on_kill", timed_on_kill)
 
+    spark_ui: list[tuple[str, str]] = []
+
     def terminate_task() -> None:
+        # First the running driver's Spark UI, on the port the operator pinned for the task's link.
+        command = next(
+            " ".join(p.info["cmdline"])
+            for p in psutil.process_iter(["cmdline"])
+            if "spark.ui.port=" in " ".join(p.info["cmdline"] or []) and str(root) in " ".join(p.info["cmdline"])
+        )
+        port = re.search(r"spark\.ui\.port=(\d+)", command).group(1)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/jobs/", timeout=10) as page:
+            spark_ui.append((port, page.read().decode(errors="replace")))
         handler = signal.getsignal(signal.SIGTERM)
         assert getattr(handler, "__name__", "") == "_on_term", f"the task runner's handler is not installed: {handler}"
         os.kill(os.getpid(), signal.SIGTERM)
@@ -148,6 +175,9 @@ def test_killed_task_stops_the_job_gracefully_through_on_kill(tmp_path: Path, la
     requests = sorted(p.name for p in (root / "orders" / "_control" / "requests").glob("*.json"))
     assert len(requests) == 1 and requests[0].startswith("stop-graceful_stop.stream."), requests
     assert task_states(run) == {"stream": "success"}
+    port, page = spark_ui[0]
+    assert "Spark Jobs" in page, page[:500]
+    assert xcom(run, "stream", "_link_SparkUILink") == f"http://{socket.gethostname()}:{port}"
     result = xcom(run, "stream")
     assert result["status"] == "cancelled"
     assert result["checkpoint_id"] == completed_checkpoints(root, "orders")[-1]

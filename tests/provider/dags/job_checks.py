@@ -53,7 +53,9 @@ def land_more_events(landing: str) -> int:
 
 
 with DAG(dag_id="back_to_back", schedule=None, start_date=datetime(2026, 1, 1), params=PARAMS):
-    first = job("first_run", num_retained=2, storage_conn_id="checkpoint_local")
+    first = job(
+        "first_run", num_retained=2, storage_conn_id="checkpoint_local", openlineage_inject_parent_job_info=True
+    )
     wait = CheckpointSensor(
         task_id="wait_for_first_checkpoint",
         job_name="orders",
@@ -105,7 +107,14 @@ with DAG(dag_id="killed_and_retried", schedule=None, start_date=datetime(2026, 1
     stream >> drain
 
 with DAG(dag_id="graceful_stop", schedule=None, start_date=datetime(2026, 1, 1), params=PARAMS):
-    job("stream", trigger="continuous", batch_interval="200ms", max_duration="10min")
+    # The Spark UI on: the test opens it through the task's "Spark UI" link while the job runs.
+    job(
+        "stream",
+        trigger="continuous",
+        batch_interval="200ms",
+        max_duration="10min",
+        conf={**CONF, "spark.ui.enabled": "true"},
+    )
 
 
 with DAG(dag_id="fresh_start_over_damage", schedule=None, start_date=datetime(2026, 1, 1), params=PARAMS):
