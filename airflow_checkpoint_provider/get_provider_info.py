@@ -62,6 +62,24 @@ def get_provider_info() -> dict[str, Any]:
             "airflow_checkpoint_provider.links.CheckpointHistoryLink",
             "airflow_checkpoint_provider.links.SparkUILink",
         ],
+        "plugins": [
+            {"name": "checkpoint_provider", "plugin-class": "airflow_checkpoint_provider.plugins.CheckpointsPlugin"}
+        ],
+        "config": {
+            "checkpoint_provider": {
+                "description": "Where the checkpoint pages in the Airflow UI (/checkpoints/) look for jobs.",
+                "options": {
+                    "roots": {
+                        "description": "Comma-separated checkpoint roots (paths or fsspec URLs), each optionally "
+                        "followed by '|' and the id of the connection that reaches it.",
+                        "version_added": None,
+                        "type": "string",
+                        "example": "/data/checkpoints, s3://bucket/checkpoints|aws_default",
+                        "default": "",
+                    }
+                },
+            }
+        },
         "connection-types": [
             {
                 "hook-class-name": "airflow_checkpoint_provider.hooks.checkpoint_storage.CheckpointStorageHook",

@@ -24,7 +24,8 @@ class _PersistedLink(BaseOperatorLink):
 
 
 class CheckpointHistoryLink(_PersistedLink):
-    """The job's checkpoint folder (its checkpoint history and savepoints), as a URL of its storage.
+    """The job's checkpoint history: its page under ``/checkpoints/`` when ``[checkpoint_provider] roots``
+    lists its root, else the job folder's URL in its storage.
 
     The task stores the URL in XCom (key ``_link_CheckpointHistoryLink``) as soon as it starts, so the button
     works while the job is still running.

@@ -31,7 +31,12 @@ def main() -> int:
     airflow = LocalAirflow(
         HOME / "airflow-home",
         REPO / "dags",
-        {"CHECKPOINT_DEMO_HOME": str(HOME), "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True"},
+        {
+            "CHECKPOINT_DEMO_HOME": str(HOME),
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
+            # The checkpoint pages (/checkpoints/, "Checkpoints" in the navigation) show the demo's root.
+            "AIRFLOW__CHECKPOINT_PROVIDER__ROOTS": str(HOME / "checkpoints"),
+        },
     )
     stopped = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
@@ -41,7 +46,8 @@ def main() -> int:
         print(
             f"\nAirflow UI: {airflow.url}  (every user is an admin: no login)\n"
             f"Example DAGs start paused; trigger one from its page (Trigger button) to run it with its form.\n"
-            f"Events land in {landing.path} every {LAND_EVERY_SECONDS:g} s; checkpoints go to {HOME}/checkpoints.\n"
+            f"Events land in {landing.path} every {LAND_EVERY_SECONDS:g} s; checkpoints go to {HOME}/checkpoints,\n"
+            f"shown at {airflow.url}/checkpoints/ (\"Checkpoints\" in the navigation).\n"
             "Ctrl-C stops everything this started.",
             flush=True,
         )

@@ -88,6 +88,7 @@ class StreamingJobHook(BaseHook):
         """
         if str(self.conf.get("spark.ui.enabled", "true")).lower() == "false":
             return None
+        self.check_spark_connection()
         extra = self.get_connection(self.conn_id).extra_dejson or {}
         if extra.get("deploy-mode") == "cluster":
             return None

@@ -22,6 +22,7 @@ from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStora
 from airflow_checkpoint_provider.hooks.streaming_job import StreamingJobHook
 from airflow_checkpoint_provider.links import CheckpointHistoryLink, SparkUILink
 from airflow_checkpoint_provider.sensors.checkpoint import push_checkpoint_keys
+from airflow_checkpoint_provider.ui.roots import job_page_url
 from spark_checkpoint_runtime.layout import CheckpointFormatError, key_from
 from spark_checkpoint_runtime.options import RUNTIME_DURATIONS, OptionsError, options_from_mapping
 
@@ -250,7 +251,8 @@ class CheckpointedStreamingJobOperator(BaseOperator):
             name=f"checkpointed:{self.job_name}",
         )
         control = self.storage_hook.control(self.checkpoint_root, self.job_name)
-        CheckpointHistoryLink().persist(context, control.storage.url_of(control.storage.job_path))
+        page = job_page_url(self.checkpoint_root, self.job_name)
+        CheckpointHistoryLink().persist(context, page or control.storage.url_of(control.storage.job_path))
         spark_ui = self._job_hook.pin_spark_ui()
         if spark_ui:
             SparkUILink().persist(context, spark_ui)

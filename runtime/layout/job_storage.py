@@ -179,6 +179,23 @@ class CheckpointStorage:
             if info.get("type") != "directory"
         }
 
+    def referenced_shared_files(self, meta: CheckpointMetadata) -> dict[str, int]:
+        """The files under the ``shared/<run>/`` folders ``meta`` references: job-relative path to size.
+
+        Enough to validate that one snapshot, at a listing cost that follows the runs it references rather
+        than every file the job ever shared (what a page showing one job's restore point can afford).
+        """
+        runs = set()
+        for entry in meta.files:
+            parts = entry.path.split("/")
+            if parts[0] == SHARED_DIR and len(parts) > 2:
+                runs.add(posixpath.join(parts[0], parts[1]))
+        found: dict[str, int] = {}
+        for run in sorted(runs):
+            details = self.files_with_details(posixpath.join(self.job_path, run))
+            found.update({path: size for path, (size, _) in details.items()})
+        return found
+
     def job_files(self) -> dict[str, int]:
         """Every file of the job folder in one listing: job-relative path to size.
 

@@ -1,0 +1,155 @@
+"""The checkpoint pages' web app, mounted on the Airflow API server under ``/checkpoints/`` by the plugin.
+
+Every route needs a logged-in user (Airflow's own token: the UI's ``_token`` cookie or a Bearer header);
+viewing needs read access to DAGs, "take savepoint" needs edit access to the DAG whose task runs the job.
+Storage is read in a separate process (``reader``), never in the API server's event loop and never holding
+its interpreter lock: a page over tens of thousands of checkpoints does not slow the server's other pages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Annotated, Any
+from urllib.parse import quote
+
+from fastapi import Depends, FastAPI, Form, HTTPException, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
+
+from airflow_checkpoint_provider.ui import pages, views
+from airflow_checkpoint_provider.ui.reader import read
+from airflow_checkpoint_provider.ui.roots import ConfiguredRoot, configured_roots
+from spark_checkpoint_runtime.layout import key_from
+
+
+async def _user(request: Request) -> Any:
+    """Airflow's logged-in user; a browser without one is sent to the login page."""
+    from airflow.api_fastapi.core_api.security import get_user
+
+    bearer = request.headers.get("authorization", "")
+    credentials = None
+    if bearer.lower().startswith("bearer "):
+        from fastapi.security import HTTPAuthorizationCredentials
+
+        credentials = HTTPAuthorizationCredentials(scheme="Bearer", credentials=bearer.split(" ", 1)[1])
+    try:
+        return await get_user(request, None, credentials)
+    except HTTPException as exc:
+        if exc.status_code == 401 and "text/html" in request.headers.get("accept", ""):
+            login = f"/api/v2/auth/login?next={quote(str(request.url.path))}"
+            raise HTTPException(status_code=307, headers={"Location": login}) from None
+        raise
+
+
+User = Annotated[Any, Depends(_user)]
+
+
+def _allowed(user: Any, method: str, dag_id: str | None) -> bool:
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.models.resource_details import DagDetails
+
+    details = DagDetails(id=dag_id) if dag_id else None
+    return get_auth_manager().is_authorized_dag(method=method, details=details, user=user)
+
+
+def _require_view(user: Any) -> None:
+    if not _allowed(user, "GET", None):
+        raise HTTPException(403, "viewing checkpoints needs read access to DAGs")
+
+
+def _root(index: int) -> ConfiguredRoot:
+    roots = configured_roots()
+    if not 0 <= index < len(roots):
+        raise HTTPException(404, f"no checkpoint root {index}: [checkpoint_provider] roots lists {len(roots)}")
+    return roots[index]
+
+
+async def _job(
+    index: int, job_name: str, limit: int = views.SHOWN_CHECKPOINTS
+) -> tuple[ConfiguredRoot, dict[str, Any]]:
+    root = _root(index)
+    history = await read(views.job_history_if_exists, root, job_name, limit)
+    if history is None:
+        raise HTTPException(404, f"no job {job_name!r} under {root.url}")
+    return root, history
+
+
+async def _overview() -> tuple[list[ConfiguredRoot], list[dict[str, Any]], list[str]]:
+    roots = configured_roots()
+    rows, errors = await read(views.overview, roots)
+    return roots, rows, errors
+
+
+def owning_dag(run_key: str | None) -> str | None:
+    """The DAG whose task runs the job: the run key starts with the DAG id (see the job operator's run keys)."""
+    if not run_key:
+        return None
+    from airflow.models.dag import DagModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        dag_ids = [row[0] for row in session.query(DagModel.dag_id).all()]
+    matches = [d for d in dag_ids if run_key.startswith(key_from(d) + ".")]
+    return max(matches, key=len) if matches else None
+
+
+def _may_savepoint(user: Any, history: dict[str, Any]) -> bool:
+    # Edit access on the owning DAG; a run started outside Airflow needs edit access on every DAG.
+    owners = {owning_dag(run.get("run_key")) for run in history["live_runs"]}
+    return bool(owners) and all(_allowed(user, "PUT", owner) for owner in owners)
+
+
+app = FastAPI(title="Checkpoints", description="Checkpoint history, savepoints and health of checkpointed jobs")
+
+
+@app.get("/", response_class=HTMLResponse)
+async def job_list(user: User) -> str:
+    await asyncio.to_thread(_require_view, user)
+    roots, rows, errors = await _overview()
+    return pages.job_list_page(rows, roots, errors)
+
+
+@app.get("/jobs/{root_index}/{job_name}", response_class=HTMLResponse)
+async def job_detail(
+    root_index: int, job_name: str, user: User, requested: str = "", limit: int = views.SHOWN_CHECKPOINTS
+) -> str:
+    await asyncio.to_thread(_require_view, user)
+    _, history = await _job(root_index, job_name, limit)
+    message = f"Savepoint requested (trigger id {requested}); it appears below once the job took it."
+    message = message if requested else ""
+    may = await asyncio.to_thread(_may_savepoint, user, history)
+    return pages.job_page(history, message=message, can_savepoint=may)
+
+
+@app.post("/jobs/{root_index}/{job_name}/savepoint")
+async def take_savepoint(
+    root_index: int, job_name: str, user: User, stop: Annotated[str, Form()] = ""
+) -> RedirectResponse:
+    """Write a savepoint request to the job's ``_control/`` (as ``spark_checkpoint_runtime savepoint`` does)."""
+    await asyncio.to_thread(_require_view, user)
+    root, history = await _job(root_index, job_name, 1)
+    if not history["live_runs"]:
+        raise HTTPException(409, f"job {job_name!r} has no running run to take a savepoint; start the job first")
+    if not await asyncio.to_thread(_may_savepoint, user, history):
+        raise HTTPException(403, f"taking a savepoint of {job_name!r} needs edit access to the DAG that runs it")
+    trigger_id = key_from(f"ui-{getattr(user, 'get_name', lambda: 'user')()}-{int(time.time() * 1000)}")
+    try:
+        await read(views.request_savepoint, root, job_name, trigger_id, stop == "true")
+    except LookupError as exc:
+        raise HTTPException(409, str(exc)) from None
+    return RedirectResponse(f"../{quote(job_name)}?requested={quote(trigger_id)}", status_code=303)
+
+
+@app.get("/api/jobs")
+async def api_jobs(user: User) -> JSONResponse:
+    """Every job under the configured roots, as the list page shows them."""
+    await asyncio.to_thread(_require_view, user)
+    roots, rows, errors = await _overview()
+    return JSONResponse({"roots": [r.__dict__ for r in roots], "jobs": rows, "errors": errors})
+
+
+@app.get("/api/jobs/{root_index}/{job_name}")
+async def api_job(root_index: int, job_name: str, user: User, limit: int = views.SHOWN_CHECKPOINTS) -> JSONResponse:
+    """One job's history (the newest ``limit`` checkpoints), restore point, health and live runs."""
+    await asyncio.to_thread(_require_view, user)
+    return JSONResponse((await _job(root_index, job_name, limit))[1])

@@ -1,0 +1,50 @@
+"""Checkpoint duration and size over time, drawn on the server as inline SVG (no scripts, no external assets:
+the page works without internet)."""
+
+from __future__ import annotations
+
+from html import escape
+
+from spark_checkpoint_runtime.durations import format_bytes, format_duration
+
+WIDTH, HEIGHT, PAD = 720, 160, 40
+
+
+def line_chart(title: str, points: list[tuple[int, float]], label) -> str:
+    """An SVG line chart of ``(checkpoint id, value)``; ``label`` formats a value for the axis."""
+    if not points:
+        return (
+            f'<svg role="img" aria-label="{escape(title)}" width="{WIDTH}" height="40"><text x="0" y="20">'
+            f"{escape(title)}: no completed checkpoints</text></svg>"
+        )
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    x0, x1 = min(xs), max(xs) if max(xs) > min(xs) else min(xs) + 1
+    top = max(ys) or 1
+
+    def at(x: float, y: float) -> str:
+        px = PAD + (x - x0) / (x1 - x0) * (WIDTH - 2 * PAD)
+        py = HEIGHT - PAD / 2 - y / top * (HEIGHT - PAD)
+        return f"{px:.1f},{py:.1f}"
+
+    line = " ".join(at(x, y) for x, y in points)
+    dots = "".join(f'<circle cx="{at(x, y).split(",")[0]}" cy="{at(x, y).split(",")[1]}" r="2"/>' for x, y in points)
+    return (
+        f'<svg role="img" aria-label="{escape(title)}" width="{WIDTH}" height="{HEIGHT}" '
+        f'viewBox="0 0 {WIDTH} {HEIGHT}" xmlns="http://www.w3.org/2000/svg" class="chart">'
+        f'<text x="{PAD}" y="14" font-size="12">{escape(title)} (max {escape(label(top))})</text>'
+        f'<line x1="{PAD}" y1="{HEIGHT - PAD / 2}" x2="{WIDTH - PAD}" y2="{HEIGHT - PAD / 2}" stroke="#999"/>'
+        f'<text x="{PAD}" y="{HEIGHT - 4}" font-size="10">chk-{x0}</text>'
+        f'<text x="{WIDTH - PAD}" y="{HEIGHT - 4}" font-size="10" text-anchor="end">chk-{max(xs)}</text>'
+        f'<polyline fill="none" stroke="#2a6fb0" stroke-width="1.5" points="{line}"/>'
+        f'<g fill="#2a6fb0">{dots}</g></svg>'
+    )
+
+
+def history_charts(checkpoints: list[dict]) -> str:
+    """Two charts over the shown checkpoints: duration and bytes written."""
+    done = [c for c in checkpoints if c.get("completion_timestamp_ms")]
+    durations = [(c["id"], (c.get("duration_ms") or 0) / 1000) for c in done]
+    sizes = [(c["id"], c.get("bytes_written") or 0) for c in done]
+    return line_chart("Checkpoint duration", durations, format_duration) + line_chart(
+        "Bytes written per checkpoint", sizes, lambda v: format_bytes(int(v))
+    )

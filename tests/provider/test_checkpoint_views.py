@@ -1,0 +1,99 @@
+"""What the checkpoint pages show, from real files: roots, the restore point, damage and its reasons, charts.
+
+The pages themselves, in a browser behind Airflow's auth, are ``tests/test_checkpoint_pages.py``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from airflow_checkpoint_provider.ui import views
+from airflow_checkpoint_provider.ui.charts import history_charts
+from airflow_checkpoint_provider.ui.pages import job_list_page, job_page
+from airflow_checkpoint_provider.ui.roots import ConfiguredRoot, parse_roots, root_index_of
+from spark_checkpoint_runtime.layout import CheckpointStorage, now_ms
+from tests.conftest import write_checkpoint
+
+
+def test_roots_parse_with_optional_connections_and_refuse_empty_parts():
+    roots = parse_roots(" /data/ck/ , s3://bucket/ck|aws_default,")
+    assert roots == [ConfiguredRoot(0, "/data/ck"), ConfiguredRoot(1, "s3://bucket/ck", "aws_default")]
+    assert root_index_of("s3://bucket/ck/", roots) == 1 and root_index_of("/elsewhere", roots) is None
+    with pytest.raises(ValueError, match="is not 'ROOT' or 'ROOT|CONNECTION_ID'"):
+        parse_roots("s3://bucket/ck|")
+
+
+def test_restore_point_skips_damaged_checkpoints_and_says_why(tmp_path: Path):
+    storage = CheckpointStorage(str(tmp_path), "orders")
+    for checkpoint_id in (1, 2, 3):
+        write_checkpoint(storage, checkpoint_id, [f"state-{checkpoint_id}"])
+    (tmp_path / "orders" / "shared" / "r1" / "state-3").unlink()  # chk-3 lost a file
+    (tmp_path / "orders" / "chk-4").mkdir()  # in progress: no _metadata yet, never a restore point
+    history = views.job_history(ConfiguredRoot(0, str(tmp_path)), "orders")
+    assert history["restore_point"]["id"] == 2
+    assert history["restore_point"]["damaged"] == [{"id": 3, "reason": "missing shared/r1/state-3"}]
+    statuses = {row["id"]: row["status"] for row in history["checkpoints"]}
+    assert statuses == {1: "retained", 2: "restore point", 3: "damaged: missing shared/r1/state-3", 4: "in progress"}
+    assert history["health"]["state"] == "healthy" and history["live_runs"] == []
+    summary = views.job_summary(ConfiguredRoot(0, str(tmp_path)), "orders")
+    assert (summary["latest_checkpoint_id"], summary["damaged_checkpoints"], summary["running"]) == (2, 1, False)
+    page = job_page(history)
+    assert "chk-2" in page and "missing shared/r1/state-3" in page and "<svg" in page
+    assert "<script" not in page, "no scripts, no external assets"
+
+
+def test_stalled_and_all_damaged_jobs_are_told_apart(tmp_path: Path):
+    old = CheckpointStorage(str(tmp_path), "old")
+    write_checkpoint(old, 1, [], completion_ms=now_ms() - 3600_000)
+    broken = CheckpointStorage(str(tmp_path), "broken")
+    write_checkpoint(broken, 1, ["gone"])
+    (tmp_path / "broken" / "shared" / "r1" / "gone").unlink()
+    root = ConfiguredRoot(0, str(tmp_path))
+    assert views.job_summary(root, "old")["health"]["state"] == "stalled"
+    assert views.job_summary(root, "broken")["health"]["state"] == "damaged"
+    page = job_list_page([views.job_summary(root, job) for job in ("old", "broken")], [root], [])
+    assert "data-health='stalled'" in page.replace('"', "'") and "data-health='damaged'" in page.replace('"', "'")
+
+
+def test_validating_one_checkpoint_lists_only_the_runs_it_references(tmp_path: Path):
+    storage = CheckpointStorage(str(tmp_path), "orders")
+    meta = write_checkpoint(storage, 1, ["state"])
+    unrelated = tmp_path / "orders" / "shared" / "r2"
+    unrelated.mkdir(parents=True)
+    for n in range(50):
+        (unrelated / f"f{n}").write_bytes(b"x")
+    assert storage.referenced_shared_files(meta) == {"shared/r1/state": 10}
+
+
+def test_job_names_and_paths_are_escaped_in_the_pages(tmp_path: Path):
+    history = {
+        "job_name": "<script>x</script>",
+        "location": "<b>",
+        "restore_point": {"id": None, "path": None, "damaged": [{"id": 1, "reason": "<img src=x>"}]},
+        "health": {"state": "damaged", "age_seconds": None, "window_seconds": 1200},
+        "live_runs": [],
+        "shown": 0,
+        "checkpoint_count": 0,
+        "checkpoints": [],
+        "savepoints": [],
+    }
+    page = job_page(history)
+    assert "<script>x" not in page and "<img src=x>" not in page and "&lt;img src=x&gt;" in page
+
+
+def test_charts_draw_duration_and_size_even_for_one_checkpoint():
+    one = [{"id": 7, "completion_timestamp_ms": 1, "duration_ms": 1500, "bytes_written": 2048}]
+    svg = history_charts(one)
+    assert svg.count("<svg") == 2 and "chk-7" in svg and "1.5s" in svg
+    assert "no completed checkpoints" in history_charts([])
+
+
+def test_the_history_link_names_the_job_page_when_its_root_is_configured(tmp_path: Path, monkeypatch):
+    from airflow_checkpoint_provider.ui.roots import job_page_url
+
+    monkeypatch.setenv("AIRFLOW__CHECKPOINT_PROVIDER__ROOTS", f"/other, {tmp_path}/")
+    monkeypatch.setenv("AIRFLOW__API__BASE_URL", "http://airflow.example:8080/")
+    assert job_page_url(str(tmp_path), "orders") == "http://airflow.example:8080/checkpoints/jobs/1/orders"
+    assert job_page_url("/not/configured", "orders") is None

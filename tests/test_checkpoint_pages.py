@@ -1,0 +1,188 @@
+"""The checkpoint pages (``/checkpoints/``) on a real Airflow API server, with auth on, in headless Chromium.
+
+A real job runs continuously and checkpoints under a configured root. The test logs in through Airflow's
+login page, checks the job list, takes a savepoint from the job page (and sees it written), stops the job,
+damages its newest checkpoint and checks the history table against ``_metadata`` on disk, the damaged
+checkpoint shown as damaged and the restore point moved to the one before. Anonymous requests are refused,
+and a viewer may look but not take a savepoint. Screenshots of both pages go to ``$UI_SCREENSHOTS``.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from examples.local_airflow import LocalAirflow
+from tests.conftest import REPO, Landing, completed_checkpoints, job_args, start_module, wait_for
+from tests.ui import Screenshots, headless_chromium, wait_until
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+PASSWORDS = {"admin": "admin-pw-for-tests", "viewer": "viewer-pw-for-tests"}
+
+
+def request(url: str, *, token: str | None = None, method: str = "GET", data: bytes | None = None, **headers):
+    """(status, body) of one HTTP request, without following redirects."""
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None
+
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    opener = urllib.request.build_opener(NoRedirect)
+    try:
+        with opener.open(urllib.request.Request(url, data=data, method=method, headers=headers), timeout=60) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode(errors="replace")
+
+
+def token_for(airflow: LocalAirflow, user: str) -> str:
+    body = json.dumps({"username": user, "password": PASSWORDS[user]}).encode()
+    status, answer = request(
+        f"{airflow.url}/auth/token", method="POST", data=body, **{"Content-Type": "application/json"}
+    )
+    assert status in (200, 201), answer
+    return json.loads(answer)["access_token"]
+
+
+def log_in(browser, airflow: LocalAirflow, user: str, next_path: str) -> None:
+    """Airflow's own login page, as a person uses it."""
+    from selenium.webdriver.common.by import By
+
+    browser.get(f"{airflow.url}/auth/login?next={next_path}")
+    wait_until(lambda: browser.find_element(By.CSS_SELECTOR, "input[name='username']"), 60, "the login page")
+    browser.find_element(By.CSS_SELECTOR, "input[name='username']").send_keys(user)
+    browser.find_element(By.CSS_SELECTOR, "input[name='password']").send_keys(PASSWORDS[user])
+    browser.find_element(By.CSS_SELECTOR, "button[type='submit']").click()
+    wait_until(lambda: next_path in browser.current_url and "login" not in browser.current_url, 60, "the login")
+
+
+def table_rows(browser, table_id: str) -> dict[int, dict[str, str]]:
+    """The rows of a history table by checkpoint id: column header to cell text."""
+    from selenium.webdriver.common.by import By
+
+    table = browser.find_element(By.ID, table_id)
+    headers = [th.text for th in table.find_elements(By.TAG_NAME, "th")]
+    rows = {}
+    for tr in table.find_elements(By.CSS_SELECTOR, "tr[data-id]"):
+        cells = [td.text for td in tr.find_elements(By.TAG_NAME, "td")]
+        if cells and cells[0]:
+            rows[int(cells[0])] = dict(zip(headers, cells, strict=True))
+    return rows
+
+
+def test_checkpoint_pages_show_history_savepoints_and_damage_behind_airflows_auth(tmp_path: Path, landing: Landing):
+    root, work = tmp_path / "root", tmp_path / "work"
+    job_folder = root / "orders"
+    landing.add_files(6)
+    job = start_module(
+        job_args(
+            "orders",
+            root,
+            work,
+            landing,
+            pipeline="examples.pipelines:running_counts",
+            output_mode="update",
+            sink=f"parquet:{tmp_path / 'out'}",
+            trigger="continuous",
+            batch_interval="300ms",
+            checkpoint_interval="1s",
+        ),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    home = tmp_path / "airflow-home"
+    home.mkdir()
+    (home / "simple_auth_manager_passwords.json.generated").write_text(json.dumps(PASSWORDS))
+    airflow = LocalAirflow(
+        home,
+        REPO / "dags",
+        {
+            "AIRFLOW__CHECKPOINT_PROVIDER__ROOTS": f"{root}",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,viewer:viewer",
+        },
+    )
+    shots = Screenshots(tmp_path / "screenshots")
+    browser = None
+    try:
+        airflow.start(("api-server",))
+        wait_for(lambda: len(completed_checkpoints(root, "orders")) >= 3, 240, "three checkpoints", job)
+
+        # Auth is on: anonymous requests are refused; a browser without a login is sent to the login page.
+        status, _ = request(f"{airflow.url}/checkpoints/api/jobs")
+        assert status == 401, status
+        status, _ = request(f"{airflow.url}/checkpoints/", Accept="text/html")
+        assert status == 307, status
+        # The plugin is registered with its navigation entry.
+        admin = token_for(airflow, "admin")
+        status, plugins = request(f"{airflow.url}/api/v2/plugins", token=admin)
+        views = [v for p in json.loads(plugins)["plugins"] for v in p["external_views"]]
+        assert any(v["href"] == "/checkpoints/" and v["destination"] == "nav" for v in views), views
+
+        # The job list, logged in through Airflow's login page.
+        browser = headless_chromium()
+        log_in(browser, airflow, "admin", "/checkpoints/")
+        from selenium.webdriver.common.by import By
+
+        row = wait_until(lambda: browser.find_element(By.CSS_SELECTOR, "tr[data-job='orders']"), 60, "the job row")
+        assert row.find_element(By.CSS_SELECTOR, "[data-health]").text == "healthy"
+        assert "holds the lease" in row.text
+        shots.take(browser, "checkpoints-jobs")
+
+        # The job page: take a savepoint; the job writes it.
+        row.find_element(By.TAG_NAME, "a").click()
+        wait_until(lambda: browser.find_element(By.ID, "take-savepoint"), 60, "the savepoint button").click()
+        message = wait_until(lambda: browser.find_element(By.ID, "message").text, 60, "the request's message")
+        assert "Savepoint requested" in message
+        wait_for(lambda: list(job_folder.glob("savepoints/savepoint-ui-admin-*/_metadata")), 120, "savepoint", job)
+        browser.refresh()
+        savepoints = wait_until(lambda: table_rows(browser, "savepoints"), 30, "the savepoints table")
+        saved = json.loads(next(job_folder.glob("savepoints/*/_metadata")).read_text())
+        assert savepoints[saved["id"]]["Batch"] == str(saved["batch_id"])
+
+        # A viewer may look, not take a savepoint.
+        viewer = token_for(airflow, "viewer")
+        assert request(f"{airflow.url}/checkpoints/api/jobs/0/orders", token=viewer)[0] == 200
+        status, answer = request(f"{airflow.url}/checkpoints/jobs/0/orders/savepoint", token=viewer, method="POST")
+        assert status == 403 and "edit access" in answer, (status, answer)
+
+        # Stop the job, then damage its newest checkpoint.
+        job.send_signal(signal.SIGTERM)
+        assert job.wait(timeout=120) == 0, job.stderr.read()[-3000:]
+        ids = completed_checkpoints(root, "orders")
+        newest = ids[-1]
+        (job_folder / f"chk-{newest}" / "_metadata").write_text('{"format_version": 2, "id": ')  # cut short
+        browser.get(f"{airflow.url}/checkpoints/jobs/0/orders")
+        shown = wait_until(lambda: table_rows(browser, "checkpoints"), 30, "the checkpoints table")
+        assert shown[newest]["Status"].startswith("damaged"), shown[newest]
+        assert f"chk-{ids[-2]}" in browser.find_element(By.ID, "restore-point").text
+        assert f"chk-{newest}" in browser.find_element(By.ID, "damaged").text
+        # Every other row is what its _metadata on disk says.
+        on_disk = {i: json.loads((job_folder / f"chk-{i}" / "_metadata").read_text()) for i in ids[:-1]}
+        assert set(shown) == set(ids), (sorted(shown), ids)
+        for checkpoint_id, meta in on_disk.items():
+            assert shown[checkpoint_id]["Batch"] == str(meta["batch_id"]), (checkpoint_id, shown[checkpoint_id])
+        api = json.loads(request(f"{airflow.url}/checkpoints/api/jobs/0/orders", token=admin)[1])
+        by_id = {c["id"]: c for c in api["checkpoints"]}
+        for checkpoint_id, meta in on_disk.items():
+            assert by_id[checkpoint_id]["bytes_written"] == meta["bytes_written"]
+            assert by_id[checkpoint_id]["completion_timestamp_ms"] == meta["completion_timestamp_ms"]
+        assert api["restore_point"]["id"] == ids[-2] and api["restore_point"]["damaged"][0]["id"] == newest
+        assert "<svg" in browser.page_source, "the duration and size charts"
+        shots.take(browser, "checkpoints-job")
+    finally:
+        if job.poll() is None:
+            job.kill()
+        if browser is not None:
+            browser.quit()
+        airflow.stop()
