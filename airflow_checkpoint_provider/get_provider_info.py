@@ -54,6 +54,7 @@ def get_provider_info() -> dict[str, Any]:
                 "integration-name": "Spark Structured Streaming checkpoints",
                 "python-modules": [
                     "airflow_checkpoint_provider.triggers.checkpoint",
+                    "airflow_checkpoint_provider.triggers.commits",
                     "airflow_checkpoint_provider.triggers.savepoint",
                 ],
             }

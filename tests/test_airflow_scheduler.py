@@ -2,19 +2,22 @@
 
 The job operator declares its Parquet output as an Asset; each run that commits output emits an Asset event
 whose extra carries ``checkpoint_id``, ``batch_id`` and ``rows``; a DAG scheduled on that Asset runs after
-each commit and sees the extra. Not ``dag.test``: the scheduler, the LocalExecutor and the execution API do
-the work.
+each commit and sees the extra. For a continuous job, an ``AssetWatcher`` with ``CheckpointCommitTrigger``
+(in the triggerer) turns each commit into an event while the job runs. Not ``dag.test``: the scheduler, the
+LocalExecutor, the triggerer and the execution API do the work.
 """
 
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from examples.local_airflow import LocalAirflow
-from tests.conftest import REPO, Landing
+from tests.conftest import REPO, Landing, job_args, start_module
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -92,3 +95,79 @@ def test_each_committing_run_emits_an_asset_event_that_schedules_the_downstream_
     assert first["job_name"] == "orders"
     # The extra is what the runtime reported: the checkpoint that published the output.
     assert (tmp_path / "root" / "orders" / f"chk-{second['checkpoint_id']}" / "_metadata").exists()
+
+
+WATCHED_CONSUMER = """
+import json
+from datetime import datetime
+
+from airflow.sdk import DAG, Asset, AssetWatcher, task
+
+from airflow_checkpoint_provider.triggers.commits import CheckpointCommitTrigger
+
+commits = CheckpointCommitTrigger(job_name="orders", checkpoint_root={root!r}, poke_interval=1)
+output = Asset(uri={uri!r}, watchers=[AssetWatcher(name="orders-commits", trigger=commits)])
+with DAG(dag_id="after_each_commit", schedule=[output], start_date=datetime(2026, 1, 1), catchup=False):
+
+    @task
+    def record(triggering_asset_events=None):
+        with open({record!r}, "a") as handle:
+            for events in triggering_asset_events.values():
+                for event in events:
+                    handle.write(json.dumps(dict(event.extra)) + "\\n")
+
+    record()
+"""
+
+
+def test_an_asset_watcher_turns_each_commit_of_a_running_job_into_an_event(tmp_path: Path, landing: Landing):
+    root, output, record, dags = tmp_path / "root", tmp_path / "out", tmp_path / "events.jsonl", tmp_path / "dags"
+    dags.mkdir()
+    (dags / "consumer.py").write_text(
+        WATCHED_CONSUMER.format(root=str(root), uri=f"file://{output}", record=str(record))
+    )
+    airflow = LocalAirflow(tmp_path / "airflow-home", dags)
+    job = None
+    try:
+        airflow.start()
+        watching = "SELECT count(*) FROM trigger WHERE classpath LIKE '%CheckpointCommitTrigger'"
+        airflow.wait_for(lambda: airflow.query(watching)[0][0] == 1, 180, "the watcher's trigger in the triggerer")
+        landing.add_files(2)
+        args = job_args(
+            "orders",
+            root,
+            tmp_path / "work",
+            landing,
+            pipeline="examples.pipelines:running_counts",
+            output_mode="update",
+            sink=f"parquet:{output}",
+            trigger="continuous",
+            batch_interval="500ms",
+            checkpoint_interval="1s",
+        )
+        job = start_module(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+
+        def events() -> list[dict]:
+            assert job.poll() is None, job.stderr.read()[-3000:]
+            return [json.loads(line) for line in record.read_text().splitlines()] if record.exists() else []
+
+        airflow.wait_for(lambda: events(), 300, "the first commit's event to schedule the consumer")
+        landing.add_files(2)  # more commits while the job runs: more events, more consumer runs
+        seen = airflow.wait_for(
+            lambda: len({e["payload"]["checkpoint_id"] for e in events()}) >= 2 and events(),
+            180,
+            "a second commit's event",
+        )
+        assert job.poll() is None, "the events came while the job ran, not at its end"
+    finally:
+        if job is not None and job.poll() is None:
+            job.send_signal(signal.SIGTERM)
+            job.wait(timeout=120)
+        airflow.stop()
+    for event in seen:
+        payload = event["payload"]
+        assert event["from_trigger"] is True and payload["job_name"] == "orders"
+        metadata = json.loads((root / "orders" / f"chk-{payload['checkpoint_id']}" / "_metadata").read_text())
+        assert metadata["staged_output"]["batches"] == payload["batches"], "each event is a commit of output"
+    ids = [e["payload"]["checkpoint_id"] for e in seen]
+    assert ids == sorted(set(ids)), "one event per commit, in order"

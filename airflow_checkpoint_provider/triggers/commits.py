@@ -1,0 +1,102 @@
+"""Event-driven scheduling on each commit of a running job: an Asset watcher trigger.
+
+The job operator's own Asset event comes when its task ends, which for a continuous run is once, at the
+end. For a DAG that should run after every commit of a long-running job, watch the output Asset::
+
+    from airflow.sdk import DAG, Asset, AssetWatcher
+    from airflow_checkpoint_provider.triggers.commits import CheckpointCommitTrigger
+
+    commits = CheckpointCommitTrigger(job_name="orders", checkpoint_root="s3://bucket/ck")
+    orders = Asset("s3://bucket/orders", watchers=[AssetWatcher(name="orders-commits", trigger=commits)])
+    with DAG("after_each_commit", schedule=[orders], ...): ...
+
+The triggerer runs it; each checkpoint whose completion published sink output becomes one Asset event,
+its extra's ``payload`` carrying ``job_name``, ``checkpoint_id``, ``batch_id``, ``batches`` and
+``checkpoint_path``. Only checkpoints completed after the trigger started count: after a triggerer restart
+it starts from the newest checkpoint then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from airflow.triggers.base import BaseEventTrigger, TriggerEvent
+
+from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
+from spark_checkpoint_runtime.layout import CheckpointStorage, DamagedCheckpoint
+
+
+def new_commits(storage: CheckpointStorage, after: int) -> tuple[list[dict[str, Any]], int]:
+    """Checkpoints newer than ``after`` that published output, oldest first, and the newest id seen.
+
+    A folder without ``_metadata`` yet (in progress) stops the scan there, so it is looked at again next time.
+    """
+    commits, seen = [], after
+    for checkpoint_id in (i for i in storage.checkpoint_ids() if i > after):
+        try:
+            meta = storage.read_checkpoint(checkpoint_id)
+        except DamagedCheckpoint as exc:
+            if exc.reason.startswith("no _metadata"):
+                break
+            seen = checkpoint_id  # damaged for good: never a commit
+            continue
+        seen = checkpoint_id
+        if meta.staged is not None:
+            commits.append(
+                {
+                    "job_name": storage.job_name,
+                    "checkpoint_id": meta.id,
+                    "batch_id": meta.batch_id,
+                    "batches": list(meta.staged.batches),
+                    "checkpoint_path": storage.url_of(storage.checkpoint_path(meta.id)),
+                }
+            )
+    return commits, seen
+
+
+class CheckpointCommitTrigger(BaseEventTrigger):
+    """Yields one event per checkpoint of ``job_name`` that committed sink output (for ``AssetWatcher``).
+
+    :param job_name: the job folder under the root.
+    :param checkpoint_root: the checkpoint root (a path or fsspec URL).
+    :param storage_conn_id: a ``checkpoint_storage`` or standard cloud connection, if needed.
+    :param poke_interval: seconds between looks at the job folder.
+    """
+
+    def __init__(
+        self,
+        *,
+        job_name: str,
+        checkpoint_root: str,
+        storage_conn_id: str | None = None,
+        poke_interval: float = 5.0,
+    ):
+        super().__init__()
+        self.job_name = job_name
+        self.checkpoint_root = checkpoint_root
+        self.storage_conn_id = storage_conn_id
+        self.poke_interval = poke_interval
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "job_name": self.job_name,
+                "checkpoint_root": self.checkpoint_root,
+                "storage_conn_id": self.storage_conn_id,
+                "poke_interval": self.poke_interval,
+            },
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        options = await CheckpointStorageHook.astorage_options(self.storage_conn_id)
+        storage = await asyncio.to_thread(CheckpointStorage, self.checkpoint_root, self.job_name, options)
+        ids = await asyncio.to_thread(storage.checkpoint_ids)
+        seen = ids[-1] if ids else 0
+        while True:
+            commits, seen = await asyncio.to_thread(new_commits, storage, seen)
+            for commit in commits:
+                yield TriggerEvent(commit)
+            await asyncio.sleep(self.poke_interval)
