@@ -39,6 +39,7 @@ def test_the_wheel_has_no_top_level_runtime_package(wheel):
     assert "spark_checkpoint_runtime/job.py" in names
     assert "spark_checkpoint_runtime/layout/job_storage.py" in names  # subpackages are listed in pyproject
     assert "spark_checkpoint_runtime/state_files/rocksdb.py" in names
+    assert "airflow_checkpoint_provider/ui/app.py" in names and "airflow_checkpoint_provider/plugins.py" in names
     assert {"spark_checkpoint_runtime/py.typed", "airflow_checkpoint_provider/py.typed"} <= set(names), "PEP 561"
 
 
@@ -85,6 +86,16 @@ def test_a_clean_venv_imports_the_runtime_by_its_own_name_and_airflow_lists_the_
         timeout=300,
     )
     assert "airflow-checkpoint-provider" in listed.stdout, listed.stdout + listed.stderr
+    # The checkpoint pages' plugin is found through the wheel's airflow.plugins entry point.
+    plugins = subprocess.run(
+        [str(python), "-m", "airflow", "plugins", "--output", "json"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert "checkpoint_provider" in plugins.stdout and "/checkpoints" in plugins.stdout, plugins.stdout + plugins.stderr
     # The console script runs the installed package (an empty root lists no checkpoints).
     script = subprocess.run(
         [
@@ -120,6 +131,8 @@ def test_the_provider_info_matches_airflows_schema_and_every_class_it_names_impo
         m for kind in ("hooks", "operators", "sensors", "triggers") for i in info[kind] for m in i["python-modules"]
     ]
     classes = [c["hook-class-name"] for c in info["connection-types"]] + info["extra-links"]
+    classes += [p["plugin-class"] for p in info["plugins"]]
+    assert info["config"]["checkpoint_provider"]["options"]["roots"]["default"] == ""
     for module in modules:
         importlib.import_module(module)
     for dotted in classes:
