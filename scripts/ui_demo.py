@@ -47,7 +47,7 @@ def main() -> int:
             f"\nAirflow UI: {airflow.url}  (every user is an admin: no login)\n"
             f"Example DAGs start paused; trigger one from its page (Trigger button) to run it with its form.\n"
             f"Events land in {landing.path} every {LAND_EVERY_SECONDS:g} s; checkpoints go to {HOME}/checkpoints,\n"
-            f"shown at {airflow.url}/checkpoints/ (\"Checkpoints\" in the navigation).\n"
+            f'shown at {airflow.url}/checkpoints/ ("Checkpoints" in the navigation).\n'
             "Ctrl-C stops everything this started.",
             flush=True,
         )
