@@ -305,3 +305,33 @@ def test_reports_keep_only_the_newest_of_each_kind(tmp_path):
         os.utime(url.removeprefix("file://"), (time.time() - 100 + number, time.time() - 100 + number))
     kept = sorted(p.name for p in (tmp_path / "orders" / "_reports").iterdir())
     assert kept == ["retention-run-2.json", "retention-run-3.json", "retention-run-4.json"]
+
+
+def test_a_poke_with_nothing_new_lists_only_the_job_folder_and_restore_lists_only_referenced_runs(
+    tmp_path, monkeypatch
+):
+    """What a sensor's poke and a restore list: never the whole of ``shared/``, whatever it holds."""
+    from spark_checkpoint_runtime.layout import find_completed_checkpoint
+    from tests.conftest import write_checkpoint
+
+    storage = CheckpointStorage(str(tmp_path), "orders")
+    for checkpoint_id in (1, 2, 3):
+        write_checkpoint(storage, checkpoint_id, [f"state-{checkpoint_id}"])
+    unrelated = tmp_path / "orders" / "shared" / "old-run"
+    unrelated.mkdir()
+    for n in range(100):
+        (unrelated / f"f{n}").write_bytes(b"x")
+    listed: list[str] = []
+    for name in ("ls", "find"):
+        original = getattr(storage.fs, name)
+
+        def recording(path, *args, _original=original, **kwargs):
+            listed.append(str(path))
+            return _original(path, *args, **kwargs)
+
+        monkeypatch.setattr(storage.fs, name, recording)  # fsspec shares the instance: undone after the test
+    assert find_completed_checkpoint(storage, newer_than=3) is None
+    assert listed == [storage.job_path], listed  # one listing of the job folder, nothing else
+    listed.clear()
+    assert storage.latest_valid_checkpoint().metadata.id == 3
+    assert not [p for p in listed if "/shared" in p and not p.endswith("/shared/r1")], listed

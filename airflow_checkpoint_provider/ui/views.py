@@ -80,7 +80,7 @@ def restore_point(storage: CheckpointStorage, ids: list[int], read: dict[int, An
             damaged.append({"id": checkpoint_id, "reason": meta.reason})
             continue
         try:
-            storage.validate_checkpoint(checkpoint_id, storage.referenced_shared_files(meta))
+            storage.validate_checkpoint(checkpoint_id, storage.referenced_shared_files(meta), meta)
         except DamagedCheckpoint as exc:
             damaged.append({"id": checkpoint_id, "reason": exc.reason})
             continue

@@ -339,10 +339,17 @@ class CheckpointStorage:
 
     # --- validation and "latest" ------------------------------------------------------------------
     def validate_checkpoint(
-        self, checkpoint_id: int, shared_listing: dict[str, int] | None = None
+        self,
+        checkpoint_id: int,
+        shared_listing: dict[str, int] | None = None,
+        meta: CheckpointMetadata | None = None,
     ) -> CheckpointMetadata:
-        """Return the metadata if every file it lists exists with the recorded size, else raise."""
-        meta = self.read_checkpoint(checkpoint_id)
+        """Return the metadata if every file it lists exists with the recorded size, else raise.
+
+        ``shared_listing``: sizes of shared files already listed (default: all of ``shared/``); ``meta``: the
+        checkpoint's ``_metadata`` already read.
+        """
+        meta = meta if meta is not None else self.read_checkpoint(checkpoint_id)
         folder = self.checkpoint_path(checkpoint_id)
         shared = shared_listing if shared_listing is not None else self.shared_files()
         try:
@@ -358,12 +365,21 @@ class CheckpointStorage:
             raise DamagedCheckpoint(self.url_of(folder), problems)
         return meta
 
-    def iter_valid_checkpoints(self) -> Iterator[tuple[int, CheckpointMetadata | DamagedCheckpoint]]:
-        """Newest first: each checkpoint id with its metadata, or the reason it is not valid."""
-        shared = self.shared_files()
+    def iter_valid_checkpoints(
+        self, newer_than: int | None = None
+    ) -> Iterator[tuple[int, CheckpointMetadata | DamagedCheckpoint]]:
+        """Newest first (down to ``newer_than``, exclusive): each checkpoint id with its metadata, or why not valid.
+
+        Each is checked against a listing of only the ``shared/<run>/`` folders its ``_metadata`` references:
+        the cost follows the checkpoints looked at, never every file the job ever shared, and nothing is
+        listed beyond the job folder when no checkpoint is newer than ``newer_than``.
+        """
         for checkpoint_id in reversed(self.checkpoint_ids()):
+            if newer_than is not None and checkpoint_id <= newer_than:
+                return
             try:
-                yield checkpoint_id, self.validate_checkpoint(checkpoint_id, shared)
+                meta = self.read_checkpoint(checkpoint_id)
+                yield checkpoint_id, self.validate_checkpoint(checkpoint_id, self.referenced_shared_files(meta), meta)
             except DamagedCheckpoint as exc:
                 yield checkpoint_id, exc
 
@@ -375,9 +391,7 @@ class CheckpointStorage:
         is valid, because starting from empty state then would silently lose data.
         """
         skipped: list[str] = []
-        for checkpoint_id, result in self.iter_valid_checkpoints():
-            if newer_than is not None and checkpoint_id <= newer_than:
-                break
+        for checkpoint_id, result in self.iter_valid_checkpoints(newer_than):
             if isinstance(result, DamagedCheckpoint):
                 if result.reason.startswith("no _metadata"):
                     continue  # in progress or abandoned mid-upload: never a completed checkpoint
