@@ -8,6 +8,7 @@ local disk (Spark would need the S3A jars to write it, and there is no Maven her
 from __future__ import annotations
 
 import random
+import time
 from pathlib import Path
 
 import pytest
@@ -64,3 +65,34 @@ def test_crash_restore_with_the_checkpoint_root_on_s3(s3, tmp_path: Path, landin
     log = (tmp_path / "job.log").read_text(errors="replace")
     assert SECRET not in log
     assert all(SECRET not in meta.to_json() for meta in completed)
+
+
+@pytest.fixture(scope="module")
+def counted():
+    """A loopback S3 server that counts requests by kind (benchmarks/s3_requests.py)."""
+    from benchmarks.s3_requests import CountingS3Server
+
+    server = CountingS3Server().start()
+    yield server
+    server.stop()
+
+
+def test_request_goals_a_poke_costs_one_listing_and_retention_deletes_in_batches(counted):
+    from benchmarks.request_cost import write_checkpoint as small_checkpoint
+    from spark_checkpoint_runtime.layout import find_completed_checkpoint
+    from spark_checkpoint_runtime.retention import apply_job_retention, plan_job_retention
+
+    storage = CheckpointStorage(f"s3://{counted.bucket}/goals", "orders", counted.options)
+    for checkpoint_id in range(1, 11):
+        small_checkpoint(storage, checkpoint_id)
+    for n in range(1100):  # an old run's files: never listed by a poke, deleted 1,000 keys per request
+        storage.fs.pipe_file(storage.job_file(storage.shared_relative_file("old-run", f"f{n}")), b"x")
+    counted.reset()
+    assert find_completed_checkpoint(storage, newer_than=10) is None
+    assert counted.snapshot()["total"] == 1, counted.snapshot()
+    counted.reset()
+    apply_job_retention(storage, plan_job_retention(storage, num_retained=3, orphan_grace=0, now=time.time()))
+    spent = counted.snapshot()
+    assert spent["DELETE"] == 0 and spent["DELETE_BATCH"] <= 7 + 2 + 2, spent  # 7 folders, 1,107 files, metadata
+    assert sorted(m.id for m in storage.completed_checkpoints()) == [8, 9, 10]
+    assert not storage.fs.exists(storage.job_file("shared/old-run/f0"))

@@ -1,0 +1,102 @@
+"""A loopback S3 server (moto) that counts the requests it answers, by kind: what a job costs on S3.
+
+Kinds follow S3's billing: LIST (a GET on the bucket), GET, HEAD, PUT, COPY (a PUT with a copy source),
+DELETE (one object) and DELETE_BATCH (one ``POST ?delete`` for up to 1,000 keys). Used by
+``benchmarks.request_cost`` and by the tests that hold the request goals.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable
+from typing import Any
+from urllib.parse import parse_qs
+
+KINDS = ("LIST", "GET", "HEAD", "PUT", "COPY", "DELETE", "DELETE_BATCH", "OTHER")
+
+
+def request_kind(method: str, path: str, query: str, headers: dict[str, str]) -> str:
+    """The S3 request kind of one HTTP request (path-style addressing: ``/bucket[/key]``)."""
+    has_key = len([part for part in path.split("/") if part]) > 1
+    params = parse_qs(query, keep_blank_values=True)
+    if method == "GET":
+        return "GET" if has_key else "LIST"
+    if method == "HEAD":
+        return "HEAD"
+    if method == "PUT":
+        return "COPY" if "x-amz-copy-source" in headers else "PUT"
+    if method == "DELETE":
+        return "DELETE"
+    if method == "POST" and "delete" in params:
+        return "DELETE_BATCH"
+    if method == "POST":  # multipart upload steps
+        return "PUT"
+    return "OTHER"
+
+
+class CountingS3Server:
+    """moto's S3 on a free loopback port, counting requests. ``options`` are s3fs storage options for it."""
+
+    def __init__(self, bucket: str = "checkpoints"):
+        self.bucket = bucket
+        self.counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.options = {
+            "key": "bench-key",
+            "secret": "bench-secret",
+            "client_kwargs": {"endpoint_url": f"http://127.0.0.1:{self.port}", "region_name": "us-east-1"},
+        }
+
+    def _counting(self, app: Callable) -> Callable:
+        def middleware(environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
+            headers = {k[5:].replace("_", "-").lower(): v for k, v in environ.items() if k.startswith("HTTP_")}
+            kind = request_kind(
+                environ["REQUEST_METHOD"], environ.get("PATH_INFO", ""), environ.get("QUERY_STRING", ""), headers
+            )
+            with self._lock:
+                self.counts[kind] += 1
+            return app(environ, start_response)
+
+        return middleware
+
+    def start(self) -> CountingS3Server:
+        from moto.server import DomainDispatcherApplication, create_backend_app
+        from werkzeug.serving import make_server
+
+        app = self._counting(DomainDispatcherApplication(create_backend_app))
+        self._server = make_server("127.0.0.1", self.port, app, threaded=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        import boto3
+
+        boto3.client(
+            "s3",
+            endpoint_url=self.options["client_kwargs"]["endpoint_url"],
+            aws_access_key_id=self.options["key"],
+            aws_secret_access_key=self.options["secret"],
+            region_name="us-east-1",
+        ).create_bucket(Bucket=self.bucket)
+        self.reset()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._thread.join(timeout=30)
+
+    def reset(self) -> None:
+        with self._lock:
+            self.counts.clear()
+
+    def snapshot(self) -> dict[str, int]:
+        """Requests by kind since the last ``reset``, with ``total``."""
+        with self._lock:
+            counts = {kind: self.counts.get(kind, 0) for kind in KINDS}
+        return {**counts, "total": sum(counts.values())}
