@@ -15,8 +15,25 @@ from typing import Any
 from airflow.sdk.exceptions import AirflowException
 
 CHECKPOINT_STORAGE = "checkpoint_storage"
-# Extra fields of an aws connection that need boto's credential chain (the amazon provider) to mean anything.
+# Extra fields that change how credentials are obtained in ways fsspec cannot follow: refused, not ignored.
 _AWS_NEEDS_BOTO = ("role_arn", "assume_role_method", "assume_role_kwargs", "external_id", "session_kwargs")
+_GOOGLE_UNSUPPORTED = ("impersonation_chain", "key_secret_name", "credential_config_file", "credential_source")
+_AZURE_UNSUPPORTED = (
+    "tenant_id",
+    "client_secret_auth_config",
+    "managed_identity_client_id",
+    "workload_identity_tenant_id",
+)
+
+
+def _refuse(connection: Any, extra: dict[str, Any], fields: tuple[str, ...], kind: str) -> None:
+    present = sorted(name for name in extra if name in fields or name.rsplit("__", 1)[-1] in fields)
+    if present:
+        raise AirflowException(
+            f"connection {connection.conn_id!r} ({kind}) sets {', '.join(present)}, which the checkpoint storage "
+            "cannot honour; give it credentials fsspec takes (see storage_options.py), or use a "
+            "checkpoint_storage connection"
+        )
 
 
 def _checkpoint_storage(connection: Any, extra: dict[str, Any]) -> dict[str, Any]:
@@ -47,19 +64,25 @@ def _aws(connection: Any, extra: dict[str, Any]) -> dict[str, Any]:
         options["token"] = extra["aws_session_token"]
     if extra.get("profile_name"):
         options["profile"] = extra["profile_name"]
-    endpoint = extra.get("endpoint_url") or (extra.get("service_config", {}).get("s3", {}).get("endpoint_url"))
+    service_config = extra.get("service_config")
+    s3_config = service_config.get("s3") if isinstance(service_config, dict) else None
+    endpoint = extra.get("endpoint_url") or (s3_config.get("endpoint_url") if isinstance(s3_config, dict) else None)
     if endpoint:
         client["endpoint_url"] = endpoint
     if extra.get("region_name"):
         client["region_name"] = extra["region_name"]
     if "verify" in extra:
         client["verify"] = extra["verify"]
+    if isinstance(extra.get("config_kwargs"), dict):
+        options["config_kwargs"] = extra["config_kwargs"]  # e.g. path-style addressing for MinIO
     if client:
         options["client_kwargs"] = client
     return options
 
 
 def _google(connection: Any, extra: dict[str, Any]) -> dict[str, Any]:
+    _refuse(connection, extra, _GOOGLE_UNSUPPORTED, "google_cloud_platform")
+
     def field(name: str) -> Any:  # the Google provider's form prefixes its extras in older connections
         return extra.get(name) or extra.get(f"extra__google_cloud_platform__{name}")
 
@@ -75,6 +98,8 @@ def _google(connection: Any, extra: dict[str, Any]) -> dict[str, Any]:
 
 
 def _azure_blob(connection: Any, extra: dict[str, Any]) -> dict[str, Any]:
+    _refuse(connection, extra, _AZURE_UNSUPPORTED, "wasb")
+    extra = {name.removeprefix("extra__wasb__"): value for name, value in extra.items()}
     options: dict[str, Any] = {}
     if extra.get("connection_string"):
         return {"connection_string": extra["connection_string"]}

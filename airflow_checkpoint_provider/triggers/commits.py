@@ -29,30 +29,37 @@ from spark_checkpoint_runtime.layout import CheckpointStorage, DamagedCheckpoint
 
 
 def new_commits(storage: CheckpointStorage, after: int) -> tuple[list[dict[str, Any]], int]:
-    """Checkpoints newer than ``after`` that published output, oldest first, and the newest id seen.
+    """Checkpoints newer than ``after`` that published output, oldest first, and the id to continue after.
 
-    A folder without ``_metadata`` yet (in progress) stops the scan there, so it is looked at again next time.
+    A folder without ``_metadata`` is in progress only while no later checkpoint completed (the runtime takes
+    one checkpoint at a time): the scan stops there and looks again next time. One followed by a completed
+    checkpoint was abandoned (a crashed run) and is passed over, so it never holds back later commits.
     """
-    commits, seen = [], after
-    for checkpoint_id in (i for i in storage.checkpoint_ids() if i > after):
+    ids = [i for i in storage.checkpoint_ids() if i > after]
+    read: dict[int, Any] = {}
+    for checkpoint_id in ids:
         try:
-            meta = storage.read_checkpoint(checkpoint_id)
+            read[checkpoint_id] = storage.read_checkpoint(checkpoint_id)
         except DamagedCheckpoint as exc:
-            if exc.reason.startswith("no _metadata"):
-                break
-            seen = checkpoint_id  # damaged for good: never a commit
-            continue
+            read[checkpoint_id] = None if exc.reason.startswith("no _metadata") else exc
+    completed = [i for i in ids if read[i] is not None]
+    commits, seen = [], after
+    for checkpoint_id in ids:
+        meta = read[checkpoint_id]
+        if meta is None and not any(i > checkpoint_id for i in completed):
+            break  # in progress: the next look picks it up
         seen = checkpoint_id
-        if meta.staged is not None:
-            commits.append(
-                {
-                    "job_name": storage.job_name,
-                    "checkpoint_id": meta.id,
-                    "batch_id": meta.batch_id,
-                    "batches": list(meta.staged.batches),
-                    "checkpoint_path": storage.url_of(storage.checkpoint_path(meta.id)),
-                }
-            )
+        if meta is None or isinstance(meta, DamagedCheckpoint) or meta.staged is None:
+            continue  # abandoned, damaged for good, or published nothing
+        commits.append(
+            {
+                "job_name": storage.job_name,
+                "checkpoint_id": meta.id,
+                "batch_id": meta.batch_id,
+                "batches": list(meta.staged.batches),
+                "checkpoint_path": storage.url_of(storage.checkpoint_path(meta.id)),
+            }
+        )
     return commits, seen
 
 
@@ -93,10 +100,14 @@ class CheckpointCommitTrigger(BaseEventTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         options = await CheckpointStorageHook.astorage_options(self.storage_conn_id)
         storage = await asyncio.to_thread(CheckpointStorage, self.checkpoint_root, self.job_name, options)
-        ids = await asyncio.to_thread(storage.checkpoint_ids)
-        seen = ids[-1] if ids else 0
+        # Commits from now on: the newest completed checkpoint (not one still in progress) is the start.
+        seen = await asyncio.to_thread(storage.newest_metadata_id) or 0
         while True:
-            commits, seen = await asyncio.to_thread(new_commits, storage, seen)
+            try:
+                commits, seen = await asyncio.to_thread(new_commits, storage, seen)
+            except Exception:  # a storage hiccup (throttling, network) must not end the watch and lose its place
+                self.log.exception("could not look for new commits of job %r; trying again", self.job_name)
+                commits = []
             for commit in commits:
                 yield TriggerEvent(commit)
             await asyncio.sleep(self.poke_interval)

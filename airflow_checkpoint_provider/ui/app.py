@@ -19,7 +19,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from airflow_checkpoint_provider.ui import pages, views
 from airflow_checkpoint_provider.ui.reader import read
 from airflow_checkpoint_provider.ui.roots import ConfiguredRoot, configured_roots
-from spark_checkpoint_runtime.layout import key_from
+from spark_checkpoint_runtime.layout import CheckpointFormatError, key_from, validate_key
 
 
 async def _user(request: Request) -> Any:
@@ -35,10 +35,30 @@ async def _user(request: Request) -> Any:
     try:
         return await get_user(request, None, credentials)
     except HTTPException as exc:
-        if exc.status_code == 401 and "text/html" in request.headers.get("accept", ""):
-            login = f"/api/v2/auth/login?next={quote(str(request.url.path))}"
-            raise HTTPException(status_code=307, headers={"Location": login}) from None
+        if exc.status_code == 401 and request.method == "GET" and "text/html" in request.headers.get("accept", ""):
+            here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+            login = f"{_base_path()}/api/v2/auth/login?next={quote(here)}"
+            raise HTTPException(status_code=303, headers={"Location": login}) from None
         raise
+
+
+def _base_path() -> str:
+    """The path of ``[api] base_url`` (empty when Airflow is served at the root)."""
+    from urllib.parse import urlsplit
+
+    from airflow.configuration import conf
+
+    return urlsplit(conf.get("api", "base_url", fallback="") or "").path.rstrip("/")
+
+
+def _same_origin(request: Request) -> None:
+    """Refuse a state-changing request another site's page sent (the login cookie goes along with it)."""
+    fetch_site = request.headers.get("sec-fetch-site")
+    origin = request.headers.get("origin")
+    if fetch_site not in (None, "same-origin", "none"):
+        raise HTTPException(403, f"cross-site request refused (Sec-Fetch-Site: {fetch_site})")
+    if origin is not None and origin != f"{request.url.scheme}://{request.url.netloc}":
+        raise HTTPException(403, f"cross-origin request refused (Origin: {origin})")
 
 
 User = Annotated[Any, Depends(_user)]
@@ -48,7 +68,12 @@ def _allowed(user: Any, method: str, dag_id: str | None) -> bool:
     from airflow.api_fastapi.app import get_auth_manager
     from airflow.api_fastapi.auth.managers.models.resource_details import DagDetails
 
-    details = DagDetails(id=dag_id) if dag_id else None
+    details = None
+    if dag_id:
+        from airflow.models.dag import DagModel
+
+        team = DagModel.get_team_name(dag_id) if hasattr(DagModel, "get_team_name") else None
+        details = DagDetails(id=dag_id, team_name=team) if team else DagDetails(id=dag_id)
     return get_auth_manager().is_authorized_dag(method=method, details=details, user=user)
 
 
@@ -80,26 +105,48 @@ async def _overview() -> tuple[list[ConfiguredRoot], list[dict[str, Any]], list[
     return roots, rows, errors
 
 
-def owning_dag(run_key: str | None) -> str | None:
-    """The DAG whose task runs the job: the run key starts with the DAG id (see the job operator's run keys)."""
+def owning_dags(run_key: str | None) -> list[str]:
+    """The DAGs whose task may run the job: those whose id is a dot-separated prefix of the run key.
+
+    The job operator's run keys are ``<dag_id>.<task_id>.<run_id>...``; task ids can hold dots too, so more
+    than one DAG can match, and every one that does is returned (a savepoint needs edit access to all).
+    """
     if not run_key:
-        return None
+        return []
     from airflow.models.dag import DagModel
     from airflow.utils.session import create_session
 
+    parts = run_key.split(".")
+    prefixes = [".".join(parts[:n]) for n in range(1, len(parts))]
     with create_session() as session:
-        dag_ids = [row[0] for row in session.query(DagModel.dag_id).all()]
-    matches = [d for d in dag_ids if run_key.startswith(key_from(d) + ".")]
-    return max(matches, key=len) if matches else None
+        return [row[0] for row in session.query(DagModel.dag_id).filter(DagModel.dag_id.in_(prefixes)).all()]
 
 
 def _may_savepoint(user: Any, history: dict[str, Any]) -> bool:
-    # Edit access on the owning DAG; a run started outside Airflow needs edit access on every DAG.
-    owners = {owning_dag(run.get("run_key")) for run in history["live_runs"]}
+    # Edit access on every DAG that may own a live run; a run no DAG owns (started outside Airflow, or a
+    # key too long to carry its DAG id) needs edit access on every DAG.
+    owners: set[str | None] = set()
+    for run in history["live_runs"]:
+        owners.update(owning_dags(run.get("run_key")) or [None])
     return bool(owners) and all(_allowed(user, "PUT", owner) for owner in owners)
 
 
-app = FastAPI(title="Checkpoints", description="Checkpoint history, savepoints and health of checkpointed jobs")
+# No interactive docs: they would be served without Airflow's auth.
+app = FastAPI(
+    title="Checkpoints",
+    description="Checkpoint history, savepoints and health of checkpointed jobs",
+    docs_url=None,
+    redoc_url=None,
+    openapi_url=None,
+)
+
+
+@app.middleware("http")
+async def _no_framing_elsewhere(request: Request, call_next):
+    response = await call_next(request)
+    # The UI shows the pages in its own frame (same origin); no other site may frame them (clickjacking).
+    response.headers["Content-Security-Policy"] = "frame-ancestors 'self'"
+    return response
 
 
 @app.get("/", response_class=HTMLResponse)
@@ -115,17 +162,23 @@ async def job_detail(
 ) -> str:
     await asyncio.to_thread(_require_view, user)
     _, history = await _job(root_index, job_name, limit)
-    message = f"Savepoint requested (trigger id {requested}); it appears below once the job took it."
-    message = message if requested else ""
+    message = ""
+    if requested:
+        try:
+            message = f"Savepoint requested (trigger id {validate_key(requested, 'trigger id')}); it appears below "
+            message += "once the job took it."
+        except CheckpointFormatError:
+            message = ""
     may = await asyncio.to_thread(_may_savepoint, user, history)
     return pages.job_page(history, message=message, can_savepoint=may)
 
 
 @app.post("/jobs/{root_index}/{job_name}/savepoint")
 async def take_savepoint(
-    root_index: int, job_name: str, user: User, stop: Annotated[str, Form()] = ""
+    request: Request, root_index: int, job_name: str, user: User, stop: Annotated[str, Form()] = ""
 ) -> RedirectResponse:
     """Write a savepoint request to the job's ``_control/`` (as ``spark_checkpoint_runtime savepoint`` does)."""
+    _same_origin(request)
     await asyncio.to_thread(_require_view, user)
     root, history = await _job(root_index, job_name, 1)
     if not history["live_runs"]:
@@ -134,7 +187,7 @@ async def take_savepoint(
         raise HTTPException(403, f"taking a savepoint of {job_name!r} needs edit access to the DAG that runs it")
     trigger_id = key_from(f"ui-{getattr(user, 'get_name', lambda: 'user')()}-{int(time.time() * 1000)}")
     try:
-        await read(views.request_savepoint, root, job_name, trigger_id, stop == "true")
+        await read(views.request_savepoint, root, job_name, trigger_id, stop == "true", retry=False)
     except LookupError as exc:
         raise HTTPException(409, str(exc)) from None
     return RedirectResponse(f"../{quote(job_name)}?requested={quote(trigger_id)}", status_code=303)

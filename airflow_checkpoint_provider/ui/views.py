@@ -22,7 +22,7 @@ HEALTH_WINDOW_SECONDS = progress_window(10, 600, 0)
 # A job page shows this many of the newest checkpoints unless asked for more (a job whose retention never
 # ran can have tens of thousands: each shown one costs a ``_metadata`` read); the count of all is shown beside.
 SHOWN_CHECKPOINTS = 100
-MAX_SHOWN_CHECKPOINTS = 10_000
+MAX_SHOWN_CHECKPOINTS = 2_000
 
 
 def storage_of(root: ConfiguredRoot, job_name: str) -> CheckpointStorage:
@@ -91,18 +91,19 @@ def restore_point(storage: CheckpointStorage, ids: list[int], read: dict[int, An
 def _savepoints(storage: CheckpointStorage) -> list[dict[str, Any]]:
     rows = []
     for name in storage.savepoint_names():
-        path = storage.url_of(storage.savepoint_path(name))
+        path = name  # a folder whose name breaks the rules has no path of ours to show
         try:
+            path = storage.url_of(storage.savepoint_path(name))
             rows.append(_row(storage.read_savepoint(name), "savepoint", path))
         except (DamagedCheckpoint, ValueError) as exc:
             rows.append({"id": None, "kind": "savepoint", "status": f"damaged: {exc}", "path": path})
     return rows
 
 
-def health(latest: dict[str, Any] | None, any_checkpoint: bool, now_s: float) -> dict[str, Any]:
+def health(latest: dict[str, Any] | None, any_damaged: bool, now_s: float) -> dict[str, Any]:
     """The health sensor's verdict: healthy when the restore point completed within the window."""
     if latest is None or latest.get("completion_timestamp_ms") is None:
-        state = "damaged" if any_checkpoint else "no checkpoint"
+        state = "damaged" if any_damaged else "no checkpoint"
         return {"state": state, "age_seconds": None, "window_seconds": HEALTH_WINDOW_SECONDS}
     age = max(0.0, now_s - latest["completion_timestamp_ms"] / 1000)
     state = "healthy" if age <= HEALTH_WINDOW_SECONDS else "stalled"
@@ -145,7 +146,7 @@ def job_history(root: ConfiguredRoot, job_name: str, limit: int = SHOWN_CHECKPOI
         "checkpoints": checkpoints,
         "savepoints": _savepoints(storage),
         "restore_point": point,
-        "health": health(latest, bool(ids), time.time()),
+        "health": health(latest, bool(point["damaged"]), time.time()),
         "live_runs": live,
     }
 
@@ -161,7 +162,7 @@ def job_summary(root: ConfiguredRoot, job_name: str) -> dict[str, Any]:
         "root_index": root.index,
         "root": root.url,
         "job_name": job_name,
-        "health": health(latest, bool(ids), time.time()),
+        "health": health(latest, bool(point["damaged"]), time.time()),
         "latest_checkpoint_id": point["id"],
         "latest_completed": latest["completed"] if latest else None,
         "damaged_checkpoints": len(point["damaged"]),
@@ -182,9 +183,15 @@ def overview(roots: list[ConfiguredRoot]) -> tuple[list[dict[str, Any]], list[st
     errors: list[str] = []
     for root in roots:
         try:
-            rows += [job_summary(root, job) for job in list_jobs(root)]
+            jobs = list_jobs(root)
         except Exception as exc:  # noqa: BLE001 - one unreachable root must not hide the others
             errors.append(f"root {root.index} ({root.url}): {type(exc).__name__}: {exc}")
+            continue
+        for job in jobs:
+            try:
+                rows.append(job_summary(root, job))
+            except Exception as exc:  # noqa: BLE001 - nor one unreadable job the rest of its root
+                errors.append(f"job {job!r} under root {root.index}: {type(exc).__name__}: {exc}")
     return rows, errors
 
 

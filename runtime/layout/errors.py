@@ -15,6 +15,9 @@ class DamagedCheckpoint(CheckpointFormatError):
         self.location = location
         self.reason = reason
 
+    def __reduce__(self):  # pickled across processes (the checkpoint pages' reader): rebuild from both parts
+        return (type(self), (self.location, self.reason))
+
 
 class NoValidCheckpoint(CheckpointFormatError):
     """Checkpoints exist for a job but none of them is valid."""

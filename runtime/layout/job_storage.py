@@ -185,15 +185,25 @@ class CheckpointStorage:
         Enough to validate that one snapshot, at a listing cost that follows the runs it references rather
         than every file the job ever shared (what a page showing one job's restore point can afford).
         """
-        runs = set()
+        runs, top_level = set(), False
         for entry in meta.files:
             parts = entry.path.split("/")
             if parts[0] == SHARED_DIR and len(parts) > 2:
                 runs.add(posixpath.join(parts[0], parts[1]))
+            elif parts[0] == SHARED_DIR:
+                top_level = True  # not a layout the runtime writes, but _metadata is untrusted: look it up
         found: dict[str, int] = {}
         for run in sorted(runs):
             details = self.files_with_details(posixpath.join(self.job_path, run))
             found.update({path: size for path, (size, _) in details.items()})
+        if top_level:
+            try:
+                entries = self.fs.ls(self.shared_path, detail=True)
+            except FileNotFoundError:
+                entries = []
+            for info in entries:
+                if info.get("type") != "directory":
+                    found[relative_to(info["name"], self.job_path)] = int(info.get("size") or 0)
         return found
 
     def job_files(self) -> dict[str, int]:

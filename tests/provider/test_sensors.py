@@ -99,3 +99,36 @@ def test_checkpoint_trigger_fires_only_for_a_checkpoint_completed_after_the_mome
 
     event = asyncio.run(first_event())
     assert event.payload["status"] == "success" and event.payload["checkpoint"]["checkpoint_id"] == 4
+
+
+def test_commit_watch_passes_over_an_abandoned_checkpoint_and_waits_at_one_in_progress(tmp_path: Path):
+    """``CheckpointCommitTrigger``'s scan: one event per commit, none lost behind a folder a crash left."""
+    import pickle
+
+    from airflow_checkpoint_provider.triggers.commits import new_commits
+    from spark_checkpoint_runtime.layout import DamagedCheckpoint
+    from tests.conftest import checkpoint_metadata
+
+    storage = CheckpointStorage(str(tmp_path), "orders")
+
+    def complete(checkpoint_id: int, published: bool) -> None:
+        meta = checkpoint_metadata(checkpoint_id, [], job="orders")
+        if published:  # its completion published the output staged by its batch
+            meta.staged_output = {"checkpoint_id": checkpoint_id, "run_id": "r1", "batches": [checkpoint_id * 10]}
+        storage.write_checkpoint_metadata(meta)
+
+    complete(1, True)
+    complete(2, True)
+    (tmp_path / "orders" / "chk-3").mkdir()  # a crashed run's folder, never completed
+    complete(4, True)
+    complete(5, False)  # a checkpoint that published nothing (no new rows)
+    (tmp_path / "orders" / "chk-6").mkdir()  # in progress: nothing completed after it yet
+    commits, seen = new_commits(storage, 1)
+    assert seen == 5, "passed over chk-3 (chk-4 completed after it), stopped at chk-6"
+    assert [(c["checkpoint_id"], c["batches"]) for c in commits] == [(2, [20]), (4, [40])]
+    assert new_commits(storage, seen) == ([], 5), "nothing new: the same place"
+    complete(6, True)
+    assert [c["checkpoint_id"] for c in new_commits(storage, seen)[0]] == [6], "picked up once it completed"
+    # The pages' reader process sends these across processes.
+    damaged = pickle.loads(pickle.dumps(DamagedCheckpoint("chk-3", "no _metadata")))
+    assert (damaged.location, damaged.reason) == ("chk-3", "no _metadata")
