@@ -7,7 +7,8 @@ Storage-only operations (no Spark), on a job of ``--checkpoints`` small checkpoi
 a new checkpoint, resolving ``latest`` for a restore, and a retention run keeping 3. Then a real running
 job (``python -m spark_checkpoint_runtime``, continuous, small stateful count, checkpoint root on S3,
 defaults otherwise): requests per idle minute (no data arriving) scaled to a day, requests per checkpoint
-while data arrives (less the idle rate over the same time), and one savepoint. Prints a table, writes JSON.
+while a file arrives every 3 s for 30 s (less the idle rate over the same time), and one savepoint.
+Prints a table, writes JSON.
 """
 
 from __future__ import annotations
@@ -127,8 +128,10 @@ def running_job(server: CountingS3Server, idle_seconds: float, folder: Path) -> 
 
         before, started = newest(), time.monotonic()
         server.reset()
-        landing.add_files(5)  # one file per batch (maxFilesPerTrigger 1): about five checkpoints
-        wait(lambda: newest() >= before + 5, 300, "five more checkpoints")
+        for _ in range(10):  # data keeps arriving for a while: batches, and checkpoints at the default interval
+            landing.add_file()
+            time.sleep(3)
+        wait(lambda: newest() > before, 120, "a checkpoint of the new data")
         busy, elapsed, made = server.snapshot(), time.monotonic() - started, newest() - before
         per_checkpoint = (busy["total"] - idle_rate * elapsed) / made
 
