@@ -149,12 +149,15 @@ def subprocess_env() -> dict[str, str]:
     return env
 
 
-def spark_submit(args: list[str], log_path: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+def spark_submit(
+    args: list[str], log_path: Path, env: dict[str, str] | None = None, master: str = "local[2]"
+) -> subprocess.Popen:
     """Start ``spark-submit runtime/job.py`` in its own process group, logging to ``log_path``.
 
-    ``env`` adds environment variables (``CHECKPOINT_FAULTS`` for a kill at a chosen point).
+    ``env`` adds environment variables (``CHECKPOINT_FAULTS`` for a kill at a chosen point); ``master`` is
+    the Spark master (a ``spark://`` standalone cluster's, in client deploy mode).
     """
-    command = [str(VENV_BIN / "spark-submit"), "--master", "local[2]"]
+    command = [str(VENV_BIN / "spark-submit"), "--master", master]
     for key, value in SPARK_CONF.items():
         command += ["--conf", f"{key}={value}"]
     command += [str(REPO / "runtime" / "job.py"), *args]
