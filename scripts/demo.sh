@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job: installs everything, migrates a local Airflow (SQLite), then runs the scheduled_streaming
 # example DAG twice with local Spark and prints where the checkpoints and output are.
-# --ui instead starts a local Airflow (API server, scheduler, DAG processor, triggerer) to try the UI.
+# --ui instead starts a local Airflow (API server, scheduler, DAG processor, triggerer) to try the UI;
+# --cluster runs the same demo on a Spark standalone cluster (scripts/spark-cluster.sh) and stops it after.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -15,7 +16,18 @@ export PYSPARK_PYTHON="$PWD/.venv/bin/python" PYSPARK_DRIVER_PYTHON="$PWD/.venv/
 if [ "${1:-}" = "--ui" ]; then
     exec .venv/bin/python scripts/ui_demo.py
 fi
+if [ "${1:-}" = "--cluster" ]; then
+    # The same demo on a real Spark standalone cluster (a Master and two Workers on loopback), stopped after.
+    export SPARK_CLUSTER_DIR="$CHECKPOINT_DEMO_HOME/spark-cluster"
+    trap 'bash scripts/spark-cluster.sh stop' EXIT
+    echo "== starting a Spark standalone cluster (logs: $SPARK_CLUSTER_DIR/logs)"
+    master="$(bash scripts/spark-cluster.sh start | tail -1)"
+    echo "   $master"
+    export AIRFLOW_CONN_SPARK_DEFAULT="{\"conn_type\": \"spark\", \"host\": \"${master%:*}\", \"port\": ${master##*:}}"
+    # Spark's working folder (a local temp folder of the driver) must be reachable by every executor: on one
+    # machine it is; on a real cluster give --working-dir a shared filesystem (README, "On a cluster").
+fi
 mkdir -p "$AIRFLOW_HOME"
 echo "== airflow db migrate (AIRFLOW_HOME=$AIRFLOW_HOME)"
 airflow db migrate > "$CHECKPOINT_DEMO_HOME/db-migrate.log" 2>&1 || { tail -20 "$CHECKPOINT_DEMO_HOME/db-migrate.log"; exit 1; }
-exec .venv/bin/python scripts/airflow_demo.py
+.venv/bin/python scripts/airflow_demo.py
