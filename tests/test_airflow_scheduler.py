@@ -144,6 +144,7 @@ def test_an_asset_watcher_turns_each_commit_of_a_running_job_into_an_event(tmp_p
             trigger="continuous",
             batch_interval="500ms",
             checkpoint_interval="1s",
+            num_retained="100",  # every checkpoint an event named is still there to compare with
         )
         job = start_module(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
 
@@ -170,4 +171,4 @@ def test_an_asset_watcher_turns_each_commit_of_a_running_job_into_an_event(tmp_p
         metadata = json.loads((root / "orders" / f"chk-{payload['checkpoint_id']}" / "_metadata").read_text())
         assert metadata["staged_output"]["batches"] == payload["batches"], "each event is a commit of output"
     ids = [e["payload"]["checkpoint_id"] for e in seen]
-    assert ids == sorted(set(ids)), "one event per commit, in order"
+    assert len(ids) == len(set(ids)), "one event per commit (a DAG run may list its events in any order)"
