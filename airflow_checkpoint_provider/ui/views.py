@@ -63,29 +63,23 @@ def _read_one(storage: CheckpointStorage, checkpoint_id: int) -> CheckpointMetad
         return None if exc.reason.startswith("no _metadata") else exc
 
 
-def restore_point(storage: CheckpointStorage, ids: list[int], read: dict[int, Any]) -> dict[str, Any]:
-    """What ``--restore-from latest`` would pick now, and each damaged checkpoint it would skip and why.
+def restore_point(storage: CheckpointStorage, ids: list[int]) -> tuple[dict[str, Any], CheckpointMetadata | None]:
+    """What ``--restore-from latest`` would pick now, each damaged checkpoint it would skip and why, and the
+    picked checkpoint's metadata.
 
-    Goes newest first and stops at the first valid checkpoint, so it reads only what ``latest`` reads.
-    ``read`` caches parsed ``_metadata`` by id (filled as it goes).
+    The runtime's own newest-first walk (``iter_valid_checkpoints``), stopped at the first valid checkpoint, so
+    it reads only what ``latest`` reads; a folder without ``_metadata`` (in progress) is skipped silently.
+    ``ids``: the job's ``checkpoint_ids()``, already listed.
     """
     damaged: list[dict[str, Any]] = []
-    for checkpoint_id in reversed(ids):
-        if checkpoint_id not in read:
-            read[checkpoint_id] = _read_one(storage, checkpoint_id)
-        meta = read[checkpoint_id]
-        if meta is None:
+    for checkpoint_id, result in storage.iter_valid_checkpoints(ids=ids):
+        if isinstance(result, DamagedCheckpoint):
+            if not result.reason.startswith("no _metadata"):
+                damaged.append({"id": checkpoint_id, "reason": result.reason})
             continue
-        if isinstance(meta, DamagedCheckpoint):
-            damaged.append({"id": checkpoint_id, "reason": meta.reason})
-            continue
-        try:
-            storage.validate_checkpoint(checkpoint_id, storage.referenced_shared_files(meta), meta)
-        except DamagedCheckpoint as exc:
-            damaged.append({"id": checkpoint_id, "reason": exc.reason})
-            continue
-        return {"id": checkpoint_id, "path": storage.url_of(storage.checkpoint_path(checkpoint_id)), "damaged": damaged}
-    return {"id": None, "path": None, "damaged": damaged}
+        path = storage.url_of(storage.checkpoint_path(checkpoint_id))
+        return {"id": checkpoint_id, "path": path, "damaged": damaged}, result
+    return {"id": None, "path": None, "damaged": damaged}, None
 
 
 def _savepoints(storage: CheckpointStorage) -> list[dict[str, Any]]:
@@ -116,7 +110,7 @@ def job_history(root: ConfiguredRoot, job_name: str, limit: int = SHOWN_CHECKPOI
     ids = storage.checkpoint_ids()
     shown_ids = ids[-max(1, min(limit, MAX_SHOWN_CHECKPOINTS)) :]
     read = {checkpoint_id: _read_one(storage, checkpoint_id) for checkpoint_id in shown_ids}
-    point = restore_point(storage, ids, read)
+    point, _ = restore_point(storage, ids)
     damaged = {d["id"]: d["reason"] for d in point["damaged"]}
     checkpoints = []
     for checkpoint_id in shown_ids:
@@ -155,9 +149,8 @@ def job_summary(root: ConfiguredRoot, job_name: str) -> dict[str, Any]:
     """One row of the job list. Reads only what the restore point needs, not the whole history."""
     storage = storage_of(root, job_name)
     ids = storage.checkpoint_ids()
-    read: dict[int, Any] = {}
-    point = restore_point(storage, ids, read)
-    latest = _row(read[point["id"]], "restore point", point["path"]) if point["id"] is not None else None
+    point, meta = restore_point(storage, ids)
+    latest = _row(meta, "restore point", point["path"]) if meta is not None else None
     return {
         "root_index": root.index,
         "root": root.url,

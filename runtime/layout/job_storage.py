@@ -376,15 +376,16 @@ class CheckpointStorage:
         return meta
 
     def iter_valid_checkpoints(
-        self, newer_than: int | None = None
+        self, newer_than: int | None = None, ids: list[int] | None = None
     ) -> Iterator[tuple[int, CheckpointMetadata | DamagedCheckpoint]]:
         """Newest first (down to ``newer_than``, exclusive): each checkpoint id with its metadata, or why not valid.
 
         Each is checked against a listing of only the ``shared/<run>/`` folders its ``_metadata`` references:
         the cost follows the checkpoints looked at, never every file the job ever shared, and nothing is
-        listed beyond the job folder when no checkpoint is newer than ``newer_than``.
+        listed beyond the job folder when no checkpoint is newer than ``newer_than``. ``ids``: the
+        ``checkpoint_ids()`` a caller already listed.
         """
-        for checkpoint_id in reversed(self.checkpoint_ids()):
+        for checkpoint_id in reversed(self.checkpoint_ids() if ids is None else ids):
             if newer_than is not None and checkpoint_id <= newer_than:
                 return
             try:
