@@ -16,6 +16,7 @@ Storage options are handed to fsspec and to the runtime's spec file, and never l
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from airflow.sdk import BaseHook
@@ -109,6 +110,12 @@ class CheckpointStorageHook(BaseHook):
         if not storage_conn_id:
             return {}
         return cls.storage_options_of(await cls.aget_connection(storage_conn_id))
+
+    @classmethod
+    async def astorage(cls, storage_conn_id: str | None, checkpoint_root: str, job_name: str) -> CheckpointStorage:
+        """Like ``storage``, for triggers: the connection and the filesystem are set up off the event loop."""
+        options = await cls.astorage_options(storage_conn_id)
+        return await asyncio.to_thread(CheckpointStorage, checkpoint_root, job_name, options)
 
     def storage(self, checkpoint_root: str, job_name: str) -> CheckpointStorage:
         """The format module's view of one job under ``checkpoint_root``."""

@@ -9,7 +9,7 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
-from spark_checkpoint_runtime.layout import CheckpointStorage, find_completed_checkpoint
+from spark_checkpoint_runtime.layout import find_completed_checkpoint
 
 
 class CheckpointTrigger(BaseTrigger):
@@ -52,8 +52,7 @@ class CheckpointTrigger(BaseTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         try:
-            options = await CheckpointStorageHook.astorage_options(self.storage_conn_id)
-            storage = await asyncio.to_thread(CheckpointStorage, self.checkpoint_root, self.job_name, options)
+            storage = await CheckpointStorageHook.astorage(self.storage_conn_id, self.checkpoint_root, self.job_name)
             while True:
                 found = await asyncio.to_thread(
                     find_completed_checkpoint, storage, self.newer_than, self.completed_after_ms

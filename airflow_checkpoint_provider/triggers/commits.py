@@ -98,8 +98,7 @@ class CheckpointCommitTrigger(BaseEventTrigger):
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        options = await CheckpointStorageHook.astorage_options(self.storage_conn_id)
-        storage = await asyncio.to_thread(CheckpointStorage, self.checkpoint_root, self.job_name, options)
+        storage = await CheckpointStorageHook.astorage(self.storage_conn_id, self.checkpoint_root, self.job_name)
         # Commits from now on: the newest completed checkpoint (not one still in progress) is the start.
         seen = await asyncio.to_thread(storage.newest_metadata_id) or 0
         while True:

@@ -10,7 +10,7 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
-from spark_checkpoint_runtime.layout import TERMINAL_STATUSES, CheckpointStorage, ControlChannel
+from spark_checkpoint_runtime.layout import TERMINAL_STATUSES, ControlChannel
 
 
 class SavepointTrigger(BaseTrigger):
@@ -55,8 +55,7 @@ class SavepointTrigger(BaseTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         try:
-            options = await CheckpointStorageHook.astorage_options(self.storage_conn_id)
-            storage = await asyncio.to_thread(CheckpointStorage, self.checkpoint_root, self.job_name, options)
+            storage = await CheckpointStorageHook.astorage(self.storage_conn_id, self.checkpoint_root, self.job_name)
             control = ControlChannel(storage)
             while True:
                 answer = await asyncio.to_thread(control.response, self.trigger_id)
