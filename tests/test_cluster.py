@@ -44,7 +44,16 @@ class Cluster(str):
                 mine = False
             if mine:
                 found.append(process)
-        return found
+        # A JVM forking a Python worker leaves, until exec, a child with the JVM's command line: not a JVM of ours.
+        pids = {process.pid for process in found}
+        return [process for process in found if _parent_pid(process) not in pids]
+
+
+def _parent_pid(process: psutil.Process) -> int | None:
+    try:
+        return process.ppid()
+    except psutil.Error:
+        return None
 
 
 @pytest.fixture(scope="module")
