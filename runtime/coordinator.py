@@ -315,7 +315,8 @@ class CheckpointCoordinator:
         self.decider.triggered(started)
         trigger_ms = now_ms()
         try:
-            snap = capture(self.working, checkpoint_id, batch_id, self.stored)
+            savepoint = request is not None and request.savepoint is not None
+            snap = capture(self.working, checkpoint_id, batch_id, self.stored, reuse=not savepoint)
         except CaptureRaced as exc:
             self.working.release(f"chk-{checkpoint_id}")
             self._decline(checkpoint_id, batch_id, str(exc), request)

@@ -22,7 +22,13 @@ from fsspec.implementations.local import LocalFileSystem
 
 from spark_checkpoint_runtime import faults
 from spark_checkpoint_runtime.layout import CheckpointStorage, FileEntry, SavepointFolder, ValidCheckpoint
-from spark_checkpoint_runtime.state_files import CaptureRaced, SelectedFile, read_batch_offsets, select_files
+from spark_checkpoint_runtime.state_files import (
+    CaptureError,
+    CaptureRaced,
+    SelectedFile,
+    read_batch_offsets,
+    select_files,
+)
 from spark_checkpoint_runtime.state_files.operators import OPERATOR_METADATA_V2, relocate_schema_paths
 from spark_checkpoint_runtime.state_files.rocksdb import SST_FOLDER, read_zip_contents
 from spark_checkpoint_runtime.working_copy import WorkingCopy, link_or_copy
@@ -70,16 +76,23 @@ class Capture:
     checkpoint_id: int
     batch_id: int
     files: list[SelectedFile]
-    sources: dict[str, str]  # target -> path in the working filesystem
+    sources: dict[str, str]  # target -> frozen path in the working filesystem, for every file to upload
     pinned_confs: dict[str, str]
     source_offsets: list
+    reused: dict[str, FileEntry]  # target -> entry of the latest checkpoint: referenced, not uploaded again
 
 
 CAPTURE_ATTEMPTS = 3
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"  # pinned in the offset log: the query's state partitions
 
 
-def capture(working: WorkingCopy, checkpoint_id: int, batch_id: int, stored: StoredFiles) -> Capture:
+def capture(
+    working: WorkingCopy, checkpoint_id: int, batch_id: int, stored: StoredFiles, *, reuse: bool = True
+) -> Capture:
     """Select and freeze what Spark needs to resume after ``batch_id``.
+
+    With ``reuse`` (checkpoints), files the latest checkpoint stored are referenced rather than frozen and
+    uploaded again; a savepoint (``reuse=False``) is self-contained, so every file is frozen.
 
     Spark's maintenance runs beside the job and may delete or replace files between the listing and the
     freeze. Such a race lists again, up to ``CAPTURE_ATTEMPTS`` times, then raises ``CaptureRaced`` (the
@@ -88,8 +101,19 @@ def capture(working: WorkingCopy, checkpoint_id: int, batch_id: int, stored: Sto
     name = f"chk-{checkpoint_id}"
     for attempt in range(1, CAPTURE_ATTEMPTS + 1):
         try:
-            files = select_files(working.listing(), batch_id, stored.targets(), working.read_bytes)
-            sources = working.freeze(name, [f.target for f in files])
+            listing = working.listing()
+            if f"offsets/{batch_id}" not in listing:
+                raise CaptureError(
+                    f"Spark's working folder has no offsets/{batch_id}: batch {batch_id} is not complete"
+                )
+            batch_meta, offsets = read_batch_offsets(working.read_text(f"offsets/{batch_id}"))
+            pinned = {str(k): str(v) for k, v in (batch_meta.get("conf") or {}).items()}
+            partitions = pinned.get(SHUFFLE_PARTITIONS)
+            files = select_files(
+                listing, batch_id, stored.targets(), working.read_bytes, int(partitions) if partitions else None
+            )
+            reused = {f.target: e for f in files if reuse and f.shared and (e := stored.get(f.target, f.size))}
+            sources = working.freeze(name, {f.target: f.size for f in files if f.target not in reused})
             _check_frozen_zips(working, files, sources)
             break
         except (CaptureRaced, FileNotFoundError) as exc:
@@ -99,21 +123,19 @@ def capture(working: WorkingCopy, checkpoint_id: int, batch_id: int, stored: Sto
                 raise CaptureRaced(f"{why} ({CAPTURE_ATTEMPTS} attempts)") from exc
             log.info("capture of checkpoint %d raced Spark's maintenance (%s); listing again", checkpoint_id, why)
             time.sleep(0.05 * attempt)
-    batch_meta, offsets = read_batch_offsets(working.read_text(f"offsets/{batch_id}"))
-    pinned = {str(k): str(v) for k, v in (batch_meta.get("conf") or {}).items()}
-    return Capture(checkpoint_id, batch_id, files, sources, pinned, offsets)
+    return Capture(checkpoint_id, batch_id, files, sources, pinned, offsets, reused)
 
 
 def _check_frozen_zips(working: WorkingCopy, files: list[SelectedFile], sources: dict[str, str]) -> None:
-    """A RocksDB zip replaced between selection and freeze may name other SSTs: the frozen one decides."""
-    if not working.is_local:
-        return  # read in place at upload time; a vanished file fails that upload
+    """A RocksDB zip replaced between selection and freeze may name other SSTs: the frozen one decides.
+
+    Zips already stored (referenced, not frozen) were checked when the checkpoint that stored them was taken.
+    """
     targets = {f.target for f in files}
     for selected in files:
-        if selected.target.startswith("state/") and selected.target.endswith(".zip"):
+        if selected.target in sources and selected.target.endswith(".zip") and selected.target.startswith("state/"):
             folder = posixpath.dirname(selected.target)
-            with open(sources[selected.target], "rb") as frozen:
-                contents = read_zip_contents(frozen.read(), selected.target)
+            contents = read_zip_contents(working.fs.cat_file(sources[selected.target]), selected.target)
             missing = [n for n in contents.sst_files if posixpath.join(folder, SST_FOLDER, n) not in targets]
             if missing:
                 raise CaptureRaced(f"{selected.target} was replaced while it was captured (it now names {missing[0]})")
@@ -150,9 +172,8 @@ def upload(
                 raise CheckpointAborted(f"checkpoint {snap.checkpoint_id} was aborted during upload")
             fence(f"uploading checkpoint {snap.checkpoint_id}")
             if selected.shared:
-                reused = stored.get(selected.target, selected.size)
-                if reused is not None:
-                    entries.append(reused)
+                if selected.target in snap.reused:
+                    entries.append(snap.reused[selected.target])
                     continue
                 # A target stored with another size (never expected: Spark's files are immutable) gets a
                 # name of its own rather than overwriting what a retained checkpoint references.

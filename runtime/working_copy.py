@@ -3,8 +3,9 @@
 Each run gets a fresh folder ``<working-dir>/<job>/<run-id>/spark`` (without ``--working-dir``: a private
 temporary folder with an unpredictable name), created with mode 700: Spark's ``checkpointLocation``. It is
 never reused across runs, so stale state files of a later batch cannot leak into a restore. On a local
-disk, a capture is frozen with hard links (instant, and immune to Spark cleaning old files while the
-upload runs); on shared storage (HDFS, object storage) files are read in place.
+disk (or a shared mount such as NFS), a capture is frozen with hard links (instant, and immune to Spark
+cleaning old files while the upload runs); on HDFS or object storage it is frozen by copies within that
+filesystem. Every frozen file is checked against the size the capture's listing saw.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
 from spark_checkpoint_runtime.layout import relative_to
+from spark_checkpoint_runtime.state_files import CaptureRaced
 
 
 class WorkingCopy:
@@ -101,27 +103,43 @@ class WorkingCopy:
         else:
             self.fs.pipe_file(path, text.encode("utf-8"))
 
-    def freeze(self, name: str, targets: list[str]) -> dict[str, str]:
-        """Pin the given files for an upload; returns target -> path to read from.
+    def freeze(self, name: str, sizes: dict[str, int]) -> dict[str, str]:
+        """Pin the given files (target -> size listed) for an upload; returns target -> path to read from.
 
-        Hard links on a local disk: Spark may delete its old files while the upload runs, but the linked
-        inode stays. Elsewhere files are read in place (a file Spark deletes first fails the checkpoint).
+        Spark may delete or replace its old files while the upload runs, so the upload reads a frozen copy:
+        a hard link on a local disk (instant: the linked inode stays), a copy within the working filesystem
+        elsewhere (HDFS, object storage: no links there). Either way the frozen file must have the size the
+        listing saw, or Spark replaced it in between and ``CaptureRaced`` says to list again.
         """
-        if not self.is_local:
-            return {t: self.file_path(t) for t in targets}
         frozen = posixpath.join(self.frozen_path, name)
         paths = {}
-        for target in targets:
-            source, link = self.file_path(target), posixpath.join(frozen, target)
-            os.makedirs(os.path.dirname(link), exist_ok=True)
-            link_or_copy(source, link)
-            paths[target] = link
+        for target, size in sizes.items():
+            source, pinned = self.file_path(target), posixpath.join(frozen, target)
+            if self.is_local:
+                os.makedirs(os.path.dirname(pinned), exist_ok=True)
+                link_or_copy(source, pinned)
+                frozen_size = os.stat(pinned).st_size
+            else:
+                self.fs.makedirs(posixpath.dirname(pinned), exist_ok=True)
+                self.fs.cp_file(source, pinned)
+                frozen_size = int(self.fs.info(pinned).get("size") or 0)
+            if frozen_size != size:
+                raise CaptureRaced(
+                    f"{target} changed while it was captured ({size} bytes listed, {frozen_size} frozen)"
+                )
+            paths[target] = pinned
         return paths
 
     def release(self, name: str) -> None:
         """Drop a frozen capture once uploaded (or abandoned)."""
+        frozen = posixpath.join(self.frozen_path, name)
         if self.is_local:
-            shutil.rmtree(posixpath.join(self.frozen_path, name), ignore_errors=True)
+            shutil.rmtree(frozen, ignore_errors=True)
+            return
+        try:
+            self.fs.rm(frozen, recursive=True)
+        except FileNotFoundError:
+            pass
 
     def remove(self) -> None:
         """Delete the whole run folder (the durable copy lives under the checkpoint root)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import posixpath
 from pathlib import Path
 
 import pytest
@@ -207,6 +208,23 @@ def test_selection_refuses_incomplete_batches_and_unknown_state_layouts():
         select_files(_listing(1, range(1, 3), extra={"state/0/0/2.parquet": 10}), 1)
 
 
+def test_selection_refuses_a_state_partition_missing_from_the_working_folder():
+    listing = _listing(4, range(1, 6))
+    for partition in (1, 3):  # partitions 0, 1 and 3 of 4: partition 2 is somewhere the driver cannot see
+        listing.update({f"state/0/{partition}/{v}.delta": 100 for v in range(1, 6)})
+    with pytest.raises(CaptureError, match=r"state operator 0 has 3 of its 4 partitions .*missing: 2\)"):
+        select_files(listing, 4, partitions=4)
+    listing.update({f"state/0/2/{v}.delta": 100 for v in range(1, 6)})
+    assert len([f for f in select_files(listing, 4, partitions=4) if f.target.endswith(".delta")]) == 20
+    # A join keeps several stores per partition; an operator with metadata but no partition at all is refused.
+    join = {f"state/1/{p}/left-keyToNumValues/{v}.delta": 10 for p in range(4) for v in range(1, 6)}
+    listing.update({"state/1/_metadata/metadata": 150, **join})
+    assert len([f for f in select_files(listing, 4, partitions=4) if f.target.endswith(".delta")]) == 40
+    listing["state/2/_metadata/metadata"] = 150
+    with pytest.raises(CaptureError, match="state operator 2 has 0 of its 4 partitions"):
+        select_files(listing, 4, partitions=4)
+
+
 def test_retention_plan_keeps_newest_and_what_they_reference():
     a, b, c = (FileEntry(f"shared/r/{n}", n, 10, True) for n in "abc")
     checkpoints = {
@@ -272,6 +290,45 @@ def test_restore_links_local_files_instead_of_copying(tmp_path):
     Path(replaced + ".tmp").write_bytes(b"new")
     os.replace(replaced + ".tmp", replaced)
     assert Path(point.snapshot.file_path(point.metadata.files[0])).read_bytes() == b"x" * 10
+
+
+def test_a_working_folder_off_the_local_disk_is_frozen_by_size_checked_copies(tmp_path):
+    """HDFS or object storage has no hard links: capture copies within it (here fsspec's memory filesystem)."""
+    import threading
+
+    from spark_checkpoint_runtime.snapshot import StoredFiles, capture, upload
+    from spark_checkpoint_runtime.state_files import CaptureRaced
+    from spark_checkpoint_runtime.working_copy import WorkingCopy
+
+    working = WorkingCopy(f"memory://{tmp_path.name}/work", "j", "run-1")
+    working.create()
+    assert not working.is_local
+    pinned = '{"batchWatermarkMs":0,"conf":{"spark.sql.shuffle.partitions":"2"}}'
+    files = {"metadata": b"{}", "offsets/0": f"v1\n{pinned}\n{{}}".encode(), "commits/0": b"v1\n{}"}
+    files.update({f"state/0/{p}/1.delta": bytes([p]) * (10 + p) for p in range(2)})
+    for target, data in files.items():
+        working.fs.pipe_file(working.file_path(target), data)
+    snap = capture(working, 1, 0, StoredFiles())
+    frozen = snap.sources["state/0/1/1.delta"]
+    assert frozen.startswith(working.frozen_path) and working.fs.cat_file(frozen) == b"\x01" * 11
+    working.fs.rm(working.file_path("state/0/1/1.delta"))  # Spark's maintenance deletes it mid-upload
+    storage = CheckpointStorage(str(tmp_path / "root"), "j")
+    stored = upload(snap, working, storage, "run-1", StoredFiles(), threading.Event())
+    assert {e.target: e.size for e in stored.entries if e.shared} == {"state/0/0/1.delta": 10, "state/0/1/1.delta": 11}
+    working.release("chk-1")
+    assert not working.fs.exists(posixpath.join(working.frozen_path, "chk-1"))
+    # The next checkpoint references what is stored (no copy); a savepoint copies everything again.
+    working.fs.pipe_file(working.file_path("state/0/1/1.delta"), b"\x01" * 11)
+    following = capture(working, 2, 0, StoredFiles(stored.entries))
+    assert set(following.reused) == {"state/0/0/1.delta", "state/0/1/1.delta"}
+    assert set(following.sources) == {"metadata", "offsets/0", "commits/0"}
+    assert set(capture(working, 3, 0, StoredFiles(stored.entries), reuse=False).sources) == set(files)
+    with pytest.raises(CaptureRaced, match=r"metadata changed while it was captured \(3 bytes listed, 2 frozen\)"):
+        working.freeze("chk-2", {"metadata": 3})
+    # Partition 1 gone before the capture lists: fail the checkpoint, never store partition 0 alone.
+    with pytest.raises(CaptureError, match="state operator 0 has 1 of its 2 partitions"):
+        working.fs.rm(working.file_path("state/0/1/1.delta"))
+        capture(working, 4, 0, StoredFiles())
 
 
 def test_batch_listener_without_the_slim_proxy_still_forwards_batches():

@@ -51,11 +51,14 @@ def select_files(
     batch_id: int,
     stored: frozenset[str] | set[str] = frozenset(),
     read: Callable[[str], bytes] = _no_reader,
+    partitions: int | None = None,
 ) -> list[SelectedFile]:
     """Select what Spark needs to resume after ``batch_id``.
 
     ``stored`` holds targets already uploaded; ``read`` returns the bytes of a working file (RocksDB zips and
     commit log entries are read to know which SST files and which unique ids belong to the batch).
+    ``partitions``: how many state partitions the query has (its pinned ``spark.sql.shuffle.partitions``);
+    every stateful operator must have each of them, or the selection fails rather than drop one.
     """
     visible = {p: s for p, s in listing.items() if not any(part.startswith(".") for part in p.split("/"))}
     selected: list[SelectedFile] = []
@@ -73,7 +76,7 @@ def select_files(
             raise CaptureError(f"Spark's working folder has no {log_dir}/{batch_id}; batch {batch_id} is not complete")
         selected.extend(SelectedFile(p, visible[p], shared=False) for _, p in upto[-2:])
     selected.extend(SelectedFile(p, s, shared=True) for p, s in sorted(visible.items()) if p.startswith("sources/"))
-    selected.extend(_select_state(visible, batch_id, stored, read))
+    selected.extend(_select_state(visible, batch_id, stored, read, partitions))
     chosen = {f.target for f in selected}
     sidecars = [
         SelectedFile(f.target + SIDECAR, visible[f.target + SIDECAR], f.shared)
@@ -94,7 +97,11 @@ def state_store_folder(path: str) -> tuple[str, str] | None:
 
 
 def _select_state(
-    visible: dict[str, int], batch_id: int, stored: frozenset[str] | set[str], read: Callable[[str], bytes]
+    visible: dict[str, int],
+    batch_id: int,
+    stored: frozenset[str] | set[str],
+    read: Callable[[str], bytes],
+    partitions: int | None,
 ) -> list[SelectedFile]:
     target_version = batch_id + 1
     folders: dict[str, dict[str, int]] = {}
@@ -113,6 +120,9 @@ def _select_state(
         if versioned and in_metadata and int(versioned.group(1)) > batch_id:
             continue
         selected.append(SelectedFile(path, size, shared=False))
+    operators = {path.split("/")[1] for path in visible if path.startswith("state/") and path.count("/") >= 2}
+    if partitions is not None:
+        check_partitions(operators, folders, partitions)
     commit_ids = _CommitIds(visible, read)
     for folder, names in sorted(folders.items()):
         layout = _layout(folder, names)
@@ -125,6 +135,29 @@ def _select_state(
             )
         selected.extend(SelectedFile(p, visible[p], shared=True) for p in chain)
     return selected
+
+
+def check_partitions(operators: set[str], folders: dict[str, dict[str, int]], partitions: int) -> None:
+    """Every stateful operator must have a state folder for each of the query's ``partitions``.
+
+    A partition missing from the working folder is state the checkpoint would silently lose: on a cluster
+    it means an executor wrote its state somewhere the driver cannot see (a working folder that is not
+    shared), so fail the checkpoint and say so.
+    """
+    present: dict[str, set[int]] = {op: set() for op in operators}
+    for folder in folders:
+        _, op, partition = folder.split("/")[:3]
+        if partition.isdigit():
+            present.setdefault(op, set()).add(int(partition))
+    for op, found in sorted(present.items()):
+        missing = sorted(set(range(partitions)) - found)
+        if missing:
+            shown = ", ".join(str(p) for p in missing[:10]) + (" ..." if len(missing) > 10 else "")
+            raise CaptureError(
+                f"state operator {op} has {len(found)} of its {partitions} partitions in the working folder "
+                f"(missing: {shown}); the checkpoint would lose their state. On a cluster the working folder "
+                "(--working-dir) must be one folder every executor and the driver share (NFS, HDFS)"
+            )
 
 
 def _layout(folder: str, names: dict[str, int]) -> str:
