@@ -37,6 +37,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_checkpoint_provider.operators.streaming_job",
                     "airflow_checkpoint_provider.operators.retention",
                     "airflow_checkpoint_provider.operators.savepoint",
+                    "airflow_checkpoint_provider.operators.stopping",
                 ],
             }
         ],
@@ -56,6 +57,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_checkpoint_provider.triggers.checkpoint",
                     "airflow_checkpoint_provider.triggers.commits",
                     "airflow_checkpoint_provider.triggers.savepoint",
+                    "airflow_checkpoint_provider.triggers.health",
                 ],
             }
         ],

@@ -39,6 +39,13 @@ def job_params(job_name: str, output: str) -> dict[str, Param]:
             title="Landing folder",
             description="Where the JSON events the example pipelines read arrive.",
         ),
+        "working_dir": Param(
+            f"{DEMO_HOME}/work",
+            type="string",
+            title="Spark working folder",
+            description="Where Spark keeps state between checkpoints: a folder the driver and every executor "
+            "share (a local path here; NFS or a volume every worker mounts on a cluster).",
+        ),
         "output": Param(
             f"{DEMO_HOME}/{output}",
             type="string",

@@ -1,12 +1,13 @@
-"""Restore automation: a continuous job, a checkpoint health check, and a restore when either fails.
+"""Restore automation: a continuous job, a health watch beside it, and a restore when either fails.
 
 The job runs continuously for ``max_duration`` (or until ``upgrade_with_savepoint`` stops it with a
-savepoint: both DAGs default to the same job). Beside it, ``first_checkpoint`` waits in the triggerer for
-this run's first checkpoint, so the grid shows early that the job checkpoints. When the job ends, the
-health sensor judges its checkpoints the way the Flink Kubernetes Operator does (or against ``max_age``).
-If the job failed or its checkpoints stalled, ``restore_from_latest`` restarts it from the latest valid
-checkpoint (available-now: it drains what is pending and checkpoints). Trigger it from the UI to tune the
-durations.
+savepoint: both DAGs default to the same job). Beside it, in the triggerer, ``first_checkpoint`` waits for
+this run's first checkpoint and ``watch_health`` watches the running job: no checkpoint within the progress
+window (``max_age``, or the Flink Kubernetes Operator's rule) fails it at once, while the job still runs.
+``stop_stalled_job`` then asks the job to stop and, when its driver does not answer within ``stop_timeout``,
+has the job task kill it. If the job failed or was stopped that way, ``restore_from_latest`` restarts it from
+the latest valid checkpoint (available-now: it drains what is pending and checkpoints). Trigger it from the
+UI to tune the durations.
 """
 
 from __future__ import annotations
@@ -16,13 +17,17 @@ from datetime import datetime
 from airflow.sdk import DAG, Param, TriggerRule
 from example_settings import EXAMPLES_PACKAGE, job_params, spark_conf
 
-from airflow_checkpoint_provider.operators import CheckpointedStreamingJobOperator, RestoreFromCheckpointOperator
-from airflow_checkpoint_provider.sensors import CheckpointHealthSensor, CheckpointSensor
+from airflow_checkpoint_provider.operators import (
+    CheckpointedStreamingJobOperator,
+    RestoreFromCheckpointOperator,
+    StopStreamingJobOperator,
+)
+from airflow_checkpoint_provider.sensors import CheckpointSensor, RunningJobHealthSensor
 
 with DAG(
     doc_md=__doc__,  # the module docstring shows as the DAG's docs in the UI
     dag_id="restore_automation",
-    description="Continuous checkpointed job with health checks and restore-from-latest on failure",
+    description="Continuous checkpointed job, a health watch beside it, and restore-from-latest on failure",
     schedule=None,
     start_date=datetime(2026, 1, 1),
     catchup=False,
@@ -36,6 +41,12 @@ with DAG(
         "checkpoint_interval": Param(
             "2s", type="string", title="Checkpoint interval", description="Time between checkpoints, e.g. 2s."
         ),
+        "stop_timeout": Param(
+            "1min",
+            type="string",
+            title="Stop timeout",
+            description="How long a stalled job may take to stop when asked, before its task kills it, e.g. 1min.",
+        ),
         "max_age": Param(
             None,
             type=["null", "string"],
@@ -48,6 +59,7 @@ with DAG(
         task_id="run_job",
         job_name="{{ params.job_name }}",
         checkpoint_root="{{ params.checkpoint_root }}",
+        working_dir="{{ params.working_dir }}",  # shared by the driver and every executor
         pipeline="examples.pipelines:running_counts",
         sink="parquet:{{ params.output }}",
         output_mode="update",
@@ -67,20 +79,29 @@ with DAG(
         poke_interval=2,
         timeout=600,
     )
-    check_health = CheckpointHealthSensor(
-        task_id="check_health",
+    watch_health = RunningJobHealthSensor(
+        task_id="watch_health",
         job_name="{{ params.job_name }}",
         checkpoint_root="{{ params.checkpoint_root }}",
+        started_after="{{ dag_run.start_date }}",  # the run this DAG run starts, not one left by an earlier run
         checkpoint_interval="{{ params.checkpoint_interval }}",
         max_age="{{ params.max_age }}",
-        trigger_rule=TriggerRule.ALL_DONE,
         poke_interval=5,
-        timeout=120,
+        timeout=7 * 24 * 3600,  # watches for the job's whole life
+    )
+    stop_stalled_job = StopStreamingJobOperator(
+        task_id="stop_stalled_job",
+        job_name="{{ params.job_name }}",
+        checkpoint_root="{{ params.checkpoint_root }}",
+        reason="its checkpoints stalled (restore_automation.watch_health)",
+        stop_timeout="{{ params.stop_timeout }}",
+        trigger_rule=TriggerRule.ONE_FAILED,
     )
     restore_from_latest = RestoreFromCheckpointOperator(
         task_id="restore_from_latest",
         job_name="{{ params.job_name }}",
         checkpoint_root="{{ params.checkpoint_root }}",
+        working_dir="{{ params.working_dir }}",  # shared by the driver and every executor
         pipeline="examples.pipelines:running_counts",
         sink="parquet:{{ params.output }}",
         output_mode="update",
@@ -89,5 +110,5 @@ with DAG(
         py_files=[EXAMPLES_PACKAGE],
         trigger_rule=TriggerRule.ONE_FAILED,
     )
-    run_job >> check_health
-    [run_job, check_health] >> restore_from_latest
+    watch_health >> stop_stalled_job
+    [run_job, stop_stalled_job] >> restore_from_latest

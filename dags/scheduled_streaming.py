@@ -42,6 +42,7 @@ with DAG(
         task_id="run_job",
         job_name="{{ params.job_name }}",
         checkpoint_root="{{ params.checkpoint_root }}",
+        working_dir="{{ params.working_dir }}",  # shared by the driver and every executor
         pipeline="examples.pipelines:running_counts",
         sink="parquet:{{ params.output }}",
         output_mode="update",

@@ -60,6 +60,7 @@ with DAG(
         task_id="run_new_version",
         job_name="{{ params.job_name }}",
         checkpoint_root="{{ params.checkpoint_root }}",
+        working_dir="{{ params.working_dir }}",  # shared by the driver and every executor
         pipeline="{{ params.new_pipeline }}",
         sink="parquet:{{ params.output }}",
         output_mode="{{ params.output_mode }}",

@@ -134,6 +134,21 @@ class LocalAirflow:
         """(run id, state) of every run of ``dag_id``, oldest first."""
         return self.query("SELECT run_id, state FROM dag_run WHERE dag_id = ? ORDER BY id", dag_id)
 
+    def task_states(self, dag_id: str, run_id: str) -> dict[str, str]:
+        """Task id -> state of one DAG run."""
+        sql = "SELECT task_id, state FROM task_instance WHERE dag_id = ? AND run_id = ?"
+        return dict(self.query(sql, dag_id, run_id))
+
+    def finished_run(self, dag_id: str, run_id: str, timeout: float) -> tuple[str, dict[str, str]]:
+        """Wait for a DAG run to end; its state and its tasks' states."""
+        sql = "SELECT state FROM dag_run WHERE dag_id = ? AND run_id = ?"
+        state = self.wait_for(
+            lambda: (s := self.query(sql, dag_id, run_id)[0][0]) in ("success", "failed") and s,
+            timeout,
+            f"run {run_id}",
+        )
+        return state, self.task_states(dag_id, run_id)
+
     def stop(self) -> None:
         for process in self.processes.values():
             if process.poll() is None:

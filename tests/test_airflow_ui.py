@@ -50,20 +50,6 @@ def trigger_from_form(browser, airflow: LocalAirflow, dag_id: str) -> str:
     return airflow.wait_for(manual_run, 30, f"the run of {dag_id} the form triggered")
 
 
-def task_states(airflow: LocalAirflow, dag_id: str, run_id: str) -> dict[str, str]:
-    sql = "SELECT task_id, state FROM task_instance WHERE dag_id = ? AND run_id = ?"
-    return dict(airflow.query(sql, dag_id, run_id))
-
-
-def finished_run(airflow: LocalAirflow, dag_id: str, run_id: str, timeout: float) -> tuple[str, dict[str, str]]:
-    """Wait for the run to end; its state and its tasks' states."""
-    sql = "SELECT state FROM dag_run WHERE dag_id = ? AND run_id = ?"
-    state = airflow.wait_for(
-        lambda: (s := airflow.query(sql, dag_id, run_id)[0][0]) in FINISHED and s, timeout, f"run {run_id}"
-    )
-    return state, task_states(airflow, dag_id, run_id)
-
-
 def show_grid(browser, airflow: LocalAirflow, dag_id: str, shots: Screenshots) -> None:
     """The DAG's page with its grid of runs, as a screenshot."""
     from selenium.webdriver.common.by import By
@@ -102,7 +88,7 @@ def test_example_dags_trigger_from_their_forms_and_run_under_the_scheduler(tmp_p
 
         # scheduled_streaming from its form: it runs to success under the scheduler and checkpoints.
         run_id = trigger_from_form(browser, airflow, "scheduled_streaming")
-        state, tasks = finished_run(airflow, "scheduled_streaming", run_id, 420)
+        state, tasks = airflow.finished_run("scheduled_streaming", run_id, 420)
         assert state == "success", (tasks, airflow.log_tail("scheduler"))
         assert tasks == {"run_job": "success", "confirm_checkpoint": "success", "retention": "success"}, tasks
         assert sorted(job.glob("chk-*/_metadata")), "the form-triggered run made a checkpoint"
@@ -123,7 +109,7 @@ def test_example_dags_trigger_from_their_forms_and_run_under_the_scheduler(tmp_p
         )
 
         def first_checkpoint_state():
-            state = task_states(airflow, "restore_automation", restore_run).get("first_checkpoint")
+            state = airflow.task_states("restore_automation", restore_run).get("first_checkpoint")
             seen.add(state)
             seen.update(classpath for (classpath,) in airflow.query(triggers, restore_run))
             return state in FINISHED and state
@@ -131,18 +117,19 @@ def test_example_dags_trigger_from_their_forms_and_run_under_the_scheduler(tmp_p
         assert airflow.wait_for(first_checkpoint_state, 300, "first_checkpoint") == "success", seen
         # It waited as a deferred task, in the triggerer, with our trigger.
         assert {"deferred", "airflow_checkpoint_provider.triggers.checkpoint.CheckpointTrigger"} <= seen, seen
-        assert task_states(airflow, "restore_automation", restore_run)["run_job"] == "running"
+        assert airflow.task_states("restore_automation", restore_run)["run_job"] == "running"
 
         # upgrade_with_savepoint from its form while that job runs: savepoint (stopping it), new version, confirm.
         landing.add_files(2)
         upgrade_run = trigger_from_form(browser, airflow, "upgrade_with_savepoint")
-        state, tasks = finished_run(airflow, "upgrade_with_savepoint", upgrade_run, 420)
+        state, tasks = airflow.finished_run("upgrade_with_savepoint", upgrade_run, 420)
         assert state == "success", (tasks, airflow.log_tail("scheduler"))
-        state, restore_tasks = finished_run(airflow, "restore_automation", restore_run, 120)
+        state, restore_tasks = airflow.finished_run("restore_automation", restore_run, 120)
         assert restore_tasks == {
             "run_job": "success",  # stopped by the savepoint: exit 0, output committed
             "first_checkpoint": "success",
-            "check_health": "success",
+            "watch_health": "success",  # it watched the job until the savepoint stopped it
+            "stop_stalled_job": "skipped",
             "restore_from_latest": "skipped",
         }, restore_tasks
         savepoint = json.loads(

@@ -4,11 +4,13 @@
 The working folder is a local path every executor can reach (they share this machine: it stands in for a
 shared filesystem). Crash chains SIGKILL the driver's process group mid-stream, as on local Spark; one
 run loses an executor JVM mid-stream (Spark retries its tasks) and then a whole Worker (the job goes on with
-the other), and must keep checkpointing and stay exact.
+the other), and must keep checkpointing and stay exact. Under a real Airflow, ``restore_automation`` watches
+its job on the cluster, kills it when its frozen driver stalls, and restores it.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -19,7 +21,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from spark_checkpoint_runtime.layout import CheckpointStorage, ControlChannel
+from examples.local_airflow import LocalAirflow
+from spark_checkpoint_runtime.layout import CheckpointStorage, ControlChannel, LeaseFiles
 from tests.conftest import REPO, Landing, final_counts, job_args, spark_submit, wait_for
 from tests.test_chaos import RANDOM, SEED, _assert_exactly_once, run_chain
 
@@ -129,3 +132,84 @@ def test_counts_stay_exact_when_an_executor_and_then_a_worker_die(cluster: Clust
     drain = [a if a != "continuous" else "available-now" for a in args]
     assert spark_submit(drain, log, master=cluster).wait(timeout=300) == 0, log.read_text(errors="replace")[-4000:]
     assert final_counts(output) == landing.counts_by_key(), "every event counted once through both losses"
+
+
+def test_restore_automation_stops_a_frozen_driver_and_restores_the_job(cluster: Cluster, tmp_path: Path):
+    """The example DAG under a real Airflow (scheduler, triggerer, DAG processor, API server), its job on the
+    cluster: the health watch, beside the running job, sees the checkpoints stall when the driver is frozen
+    (SIGSTOP); the stop is not answered, so the job task kills the driver; the DAG restores from the latest
+    checkpoint on the cluster and every event is counted exactly once."""
+    dags, demo = tmp_path / "dags", tmp_path / "demo"
+    dags.mkdir()
+    for name in ("restore_automation.py", "example_settings.py"):  # not scheduled_streaming: it runs hourly
+        (dags / name).symlink_to(REPO / "dags" / name)
+    landing = Landing(demo / "landing")
+    landing.add_files(3)
+    storage = CheckpointStorage(str(demo / "checkpoints"), "event-counts")
+    host, port = cluster.rsplit(":", 1)
+    spark = json.dumps({"conn_type": "spark", "host": host, "port": int(port)})
+    airflow = LocalAirflow(
+        tmp_path / "airflow-home", dags, {"CHECKPOINT_DEMO_HOME": str(demo), "AIRFLOW_CONN_SPARK_DEFAULT": spark}
+    )
+    frozen: list[psutil.Process] = []
+    try:
+        airflow.start()
+        parsed = "SELECT count(*) FROM dag WHERE dag_id = 'restore_automation'"
+        airflow.wait_for(lambda: airflow.query(parsed)[0][0] == 1, 180, "the DAG to be parsed")
+        conf = {"max_age": "20s", "checkpoint_interval": "1s", "stop_timeout": "10s"}
+        triggered = airflow.airflow("dags", "trigger", "restore_automation", "--conf", json.dumps(conf))
+        assert triggered.returncode == 0, triggered.stderr[-2000:]
+        run_id = airflow.wait_for(lambda: airflow.dag_runs("restore_automation"), 60, "the run")[-1][0]
+        watching = (
+            "SELECT t.classpath FROM task_instance ti JOIN trigger t ON t.id = ti.trigger_id "
+            "WHERE ti.dag_id = 'restore_automation' AND ti.run_id = ? AND ti.task_id = 'watch_health'"
+        )
+        airflow.wait_for(
+            lambda: airflow.task_states("restore_automation", run_id).get("first_checkpoint") == "success", 300, "chk"
+        )
+        assert airflow.query(watching, run_id) == [
+            ("airflow_checkpoint_provider.triggers.health.RunningJobHealthTrigger",)
+        ]
+
+        # Freeze the driver: the Python process named in the lease and spark-submit's JVM above it.
+        grant = LeaseFiles(storage).unreleased_grant()
+        driver = psutil.Process(grant["pid"])
+        submit = driver.parent()
+        assert "org.apache.spark.deploy.SparkSubmit" in " ".join(submit.cmdline())
+        frozen = [submit, driver]
+        for process in frozen:
+            process.send_signal(signal.SIGSTOP)
+        last_before = max(m.id for m in storage.completed_checkpoints())
+        landing.add_files(2)  # arrive while the job is frozen: the restore counts them
+
+        state, tasks = airflow.finished_run("restore_automation", run_id, 420)
+        assert tasks == {
+            "run_job": "failed",  # killed by its own task on request
+            "first_checkpoint": "success",
+            "watch_health": "failed",  # stalled while the job ran
+            "stop_stalled_job": "success",
+            "restore_from_latest": "success",
+        }, (tasks, airflow.log_tail("scheduler"))
+        assert state == "success"
+        assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in frozen), "the driver was killed"
+        stopped = json.loads(
+            airflow.query(
+                "SELECT value FROM xcom WHERE dag_id = 'restore_automation' AND run_id = ? "
+                "AND task_id = 'stop_stalled_job' AND key = 'return_value'",
+                run_id,
+            )[0][0]
+        )
+        assert stopped["outcome"] == "killed" and stopped["run_key"] == grant["run_key"], stopped
+        report = ControlChannel(storage).run_report(grant["run_key"])
+        assert report["status"] == "killed" and "its checkpoints stalled" in report["error"], report
+        newest = storage.completed_checkpoints()[-1]
+        assert newest.restored_from["id"] >= last_before, newest.restored_from
+    finally:
+        for process in frozen:
+            try:
+                process.kill()
+            except psutil.NoSuchProcess:
+                pass
+        airflow.stop()
+    # The frozen run's last checkpoint, then the restore: every event counted exactly once.
+    assert final_counts(demo / "output") == landing.counts_by_key()

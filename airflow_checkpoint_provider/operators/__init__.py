@@ -1,7 +1,8 @@
-"""Operators: run a checkpointed job, restore it, take savepoints, enforce retention."""
+"""Operators: run a checkpointed job, restore it, take savepoints, stop it, enforce retention."""
 
 from airflow_checkpoint_provider.operators.retention import CheckpointRetentionOperator
 from airflow_checkpoint_provider.operators.savepoint import SavepointOperator
+from airflow_checkpoint_provider.operators.stopping import StopStreamingJobOperator
 from airflow_checkpoint_provider.operators.streaming_job import (
     CheckpointedStreamingJobOperator,
     RestoreFromCheckpointOperator,
@@ -12,4 +13,5 @@ __all__ = [
     "CheckpointRetentionOperator",
     "RestoreFromCheckpointOperator",
     "SavepointOperator",
+    "StopStreamingJobOperator",
 ]

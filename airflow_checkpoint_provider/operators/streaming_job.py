@@ -17,8 +17,9 @@ from airflow.providers.common.compat.openlineage.utils.spark import (
 from airflow.sdk import Asset, AssetAlias, BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException
 
-from airflow_checkpoint_provider.durations import Duration, for_runtime
+from airflow_checkpoint_provider.durations import Duration, for_runtime, to_seconds
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
+from airflow_checkpoint_provider.hooks.kill_watch import KILL_POLL_SECONDS, KillWatch
 from airflow_checkpoint_provider.hooks.streaming_job import StreamingJobHook
 from airflow_checkpoint_provider.links import CheckpointHistoryLink, SparkUILink
 from airflow_checkpoint_provider.sensors.checkpoint import push_checkpoint_keys
@@ -39,6 +40,7 @@ _PASSED_OPTIONS = (
     "checkpoint_interval",
     "checkpointing_mode",
     "num_retained",
+    "working_dir",
 )
 
 # Never from runtime_options: they would land on spark-submit's command line, which is logged.
@@ -95,6 +97,9 @@ class CheckpointedStreamingJobOperator(BaseOperator):
     :param checkpoint_interval: e.g. ``"10s"`` (runtime default).
     :param checkpointing_mode: ``exactly-once`` (default) or ``at-least-once``.
     :param num_retained: completed checkpoints to keep (runtime default 3).
+    :param working_dir: where Spark keeps its own checkpoint folder between our checkpoints (templated). On a
+        cluster it must be one folder the driver and every executor share (NFS, a volume every worker mounts);
+        default: a private temporary folder on the driver's host, which only local mode can use.
     :param restore_from: ``latest`` (default), ``none`` or a ``chk-N`` path (templated).
     :param conn_id: Spark connection (default ``spark_default``); it must exist.
     :param conf: Spark confs for spark-submit (templated).
@@ -114,6 +119,9 @@ class CheckpointedStreamingJobOperator(BaseOperator):
         (``spark.openlineage.transport.*``). Default: ``[openlineage] spark_inject_transport_info``.
     :param stop_timeout: seconds a graceful stop may take once asked (``on_kill``, SIGTERM); the runtime ends
         the run past it (``--stop-timeout``), publishing nothing beyond its last checkpoint.
+    :param kill_poll_interval: how often this task looks for a kill request for its run (one small read each
+        time; default 30 s): ``StopStreamingJobOperator`` asks for one when the driver does not answer a stop,
+        and this task then kills spark-submit with every process under it and fails.
     """
 
     template_fields: Sequence[str] = (
@@ -142,6 +150,7 @@ class CheckpointedStreamingJobOperator(BaseOperator):
         checkpoint_interval: Duration | None = None,
         checkpointing_mode: str | None = None,
         num_retained: int | str | None = None,
+        working_dir: str | None = None,
         restore_from: str = "latest",
         conn_id: str = "spark_default",
         conf: dict[str, Any] | None = None,
@@ -150,6 +159,7 @@ class CheckpointedStreamingJobOperator(BaseOperator):
         storage_conn_id: str | None = None,
         runtime_options: dict[str, Any] | None = None,
         stop_timeout: Duration = 120.0,
+        kill_poll_interval: Duration = KILL_POLL_SECONDS,
         emit_assets: bool = True,
         openlineage_inject_parent_job_info: bool = airflow_conf.getboolean(
             "openlineage", "spark_inject_parent_job_info", fallback=False
@@ -177,6 +187,7 @@ class CheckpointedStreamingJobOperator(BaseOperator):
         self.checkpoint_interval = checkpoint_interval
         self.checkpointing_mode = checkpointing_mode
         self.num_retained = num_retained
+        self.working_dir = working_dir
         self.restore_from = restore_from
         self.conn_id = conn_id
         self.conf = conf or {}
@@ -185,6 +196,7 @@ class CheckpointedStreamingJobOperator(BaseOperator):
         self.storage_conn_id = storage_conn_id
         self.runtime_options = runtime_options or {}
         self.stop_timeout = stop_timeout
+        self.kill_poll_interval = kill_poll_interval
         self._job_hook: StreamingJobHook | None = None
         self._run_key: str | None = None
 
@@ -201,6 +213,11 @@ class CheckpointedStreamingJobOperator(BaseOperator):
                 f"{self.task_id}: runtime_options may not set {', '.join(smuggled)}: storage options and credentials "
                 "come from the storage connection (storage_conn_id) and travel in a private spec file, never on "
                 "spark-submit's command line"
+            )
+        twice = sorted(k for k in values if self.runtime_options.get(k) not in (None, ""))
+        if twice:
+            raise AirflowException(
+                f"{self.task_id}: {', '.join(twice)} given both as an argument and in runtime_options; give it once"
             )
         values.update({k: v for k, v in self.runtime_options.items() if v not in (None, "")})
         values.update(restore_from=restore_from, run_key=run_key, stop_timeout=self.stop_timeout)
@@ -256,16 +273,29 @@ class CheckpointedStreamingJobOperator(BaseOperator):
         spark_ui = self._job_hook.pin_spark_ui()
         if spark_ui:
             SparkUILink().persist(context, spark_ui)
-        with tempfile.TemporaryDirectory(prefix="checkpointed-job-") as workdir:
+        hook = self._job_hook
+        watch = KillWatch(
+            control,
+            self._run_key,
+            lambda: hook.process.pid if hook.process is not None else None,
+            to_seconds(self.kill_poll_interval, name="kill_poll_interval"),
+        )
+        with tempfile.TemporaryDirectory(prefix="checkpointed-job-") as workdir, watch:
             try:
-                self._job_hook.submit(args, self.storage_hook.storage_options(), Path(workdir))
+                hook.submit(args, self.storage_hook.storage_options(), Path(workdir))
             except AirflowException as exc:
+                if watch.reason is not None:
+                    raise AirflowException(f"job {self.job_name!r} was killed: {watch.reason}") from exc
                 report = control.run_report(self._run_key)
+                process = self._job_hook.process
+                code = f" (exit {process.returncode})" if process is not None else ""
                 if report and report.get("error"):
-                    process = self._job_hook.process
-                    code = f" (exit {process.returncode})" if process is not None else ""
                     raise AirflowException(f"job {self.job_name!r} failed{code}: {report['error']}") from exc
+                if report is None:
+                    self._report_silent_end(control, code)
                 raise
+        if watch.reason is not None:  # killed between two reads of its output: spark-submit may still exit 0
+            raise AirflowException(f"job {self.job_name!r} was killed: {watch.reason}")
         report = control.run_report(self._run_key)
         if report is None:
             raise AirflowException(
@@ -275,6 +305,17 @@ class CheckpointedStreamingJobOperator(BaseOperator):
         push_checkpoint_keys(context, report)
         self._emit_asset_events(context, report)
         return {**report, "run_key": self._run_key}
+
+    def _report_silent_end(self, control: Any, code: str) -> None:
+        """The driver died without a report (SIGKILL, OOM): say so under its run key, so that watchers and
+        stoppers see the run ended instead of waiting for it."""
+        try:
+            control.write_run_report(
+                self._run_key,
+                {"status": "failed", "error": f"spark-submit exited{code} without a run report (killed or crashed)"},
+            )
+        except Exception:
+            self.log.warning("could not write the run report of run key %s", self._run_key, exc_info=True)
 
     def _emit_asset_events(self, context: Context, report: dict[str, Any]) -> None:
         """Attach the run's checkpoint to the output's Asset event (an alias event only when rows were committed)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
@@ -11,6 +12,8 @@ from airflow.sdk.exceptions import AirflowException
 
 from airflow_checkpoint_provider.durations import Duration, to_seconds
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
+from airflow_checkpoint_provider.sensors.checkpoint import parse_instant_ms
+from airflow_checkpoint_provider.triggers.health import RunningJobHealthTrigger, judge_running_job, not_started
 from spark_checkpoint_runtime.durations import format_duration
 
 
@@ -102,3 +105,88 @@ class CheckpointHealthSensor(BaseSensorOperator):
                 "window_seconds": window,
             },
         )
+
+
+class RunningJobHealthSensor(CheckpointHealthSensor):
+    """Watch a job while it runs, beside its task: fail as soon as its checkpoints stall, succeed when it ends.
+
+    Put it next to a continuous ``CheckpointedStreamingJobOperator`` (no dependency between the two) and hang
+    ``StopStreamingJobOperator`` and a restore on its failure. It watches the run that takes the job's lease
+    after ``started_after`` (``"{{ dag_run.start_date }}"``): progress is that run's newest checkpoint, or its
+    start before the first one, and no progress for longer than the window (``max_age``, or the Flink
+    Kubernetes Operator's rule, as ``CheckpointHealthSensor``) fails the task. A run that lets go of the job,
+    reports its end or is taken over ends the watch successfully. Deferrable by default: the watch waits in
+    the triggerer, holding no worker slot for the job's whole life. Returns ``{"status", "run_id",
+    "run_key", "epoch", ...}``.
+
+    :param started_after: only a run that took the job after this moment counts (templated; a datetime or
+        ISO-8601 string).
+    :param start_timeout: how long to wait for that run to take the job (default ``10min``; templated).
+    :param deferrable: wait in the triggerer (default True).
+    """
+
+    template_fields: Sequence[str] = (*CheckpointHealthSensor.template_fields, "started_after", "start_timeout")
+
+    def __init__(
+        self,
+        *,
+        started_after: datetime | str,
+        start_timeout: Duration = "10min",
+        deferrable: bool = True,
+        **kwargs: Any,
+    ):
+        super().__init__(**kwargs)
+        self.started_after = started_after
+        self.start_timeout = start_timeout
+        self.deferrable = deferrable
+        self._epoch: int | None = None
+
+    def _started_after_ms(self) -> int:
+        started = parse_instant_ms(self.started_after)
+        if started is None:
+            raise AirflowException("started_after is required, e.g. '{{ dag_run.start_date }}'")
+        return started
+
+    def poke(self, context: Context) -> PokeReturnValue:
+        hook = CheckpointStorageHook(self.storage_conn_id)
+        self.checkpoint_root = hook.root(self.checkpoint_root)
+        storage = hook.storage(self.checkpoint_root, self.job_name)
+        now, started_ms = time.time(), self._started_after_ms()
+        health = judge_running_job(storage, started_ms, self.window(), now, self._epoch)
+        self._epoch = health.details.get("epoch", self._epoch)  # later runs are not the one watched
+        self.log.info("%s", health.message)
+        if health.state == "stalled":
+            raise AirflowException(f"{health.message}; stop it and restore from the latest checkpoint")
+        if health.state == "waiting" and now - started_ms / 1000 > to_seconds(self.start_timeout, name="start_timeout"):
+            raise AirflowException(not_started(self.job_name, to_seconds(self.start_timeout, name="start_timeout")))
+        done = health.state == "ended"
+        return PokeReturnValue(is_done=done, xcom_value={"status": health.state, **health.details} if done else None)
+
+    def execute(self, context: Context) -> Any:
+        if not self.deferrable:
+            return super().execute(context)
+        first = self.poke(context)
+        if first.is_done:
+            return first.xcom_value
+        self.defer(
+            trigger=RunningJobHealthTrigger(
+                job_name=self.job_name,
+                checkpoint_root=self.checkpoint_root,
+                started_after_ms=self._started_after_ms(),
+                window_s=self.window(),
+                start_timeout_s=to_seconds(self.start_timeout, name="start_timeout"),
+                epoch=self._epoch,
+                storage_conn_id=self.storage_conn_id,
+                poke_interval=self.poke_interval,
+            ),
+            method_name="execute_complete",
+            timeout=timedelta(seconds=self.timeout),
+        )
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
+        if event.get("status") == "stalled":
+            raise AirflowException(f"{event['message']}; stop it and restore from the latest checkpoint")
+        if event.get("status") != "ended":
+            raise AirflowException(f"watching job {self.job_name!r} failed: {event.get('message')}")
+        self.log.info("%s", event["message"])
+        return event

@@ -89,8 +89,9 @@ class ControlChannel:
     """Requests to a running job (Airflow writes them) and the job's answers and run reports.
 
     Layout under ``<job>/_control/``: ``requests/<trigger-id>.json``, ``responses/<trigger-id>.json``,
-    ``runs/<run-key>.json`` (the result of a run started with that key) and ``alive/<run-id>.json``
-    (heartbeats of running jobs).
+    ``runs/<run-key>.json`` (the result of a run started with that key), ``alive/<run-id>.json``
+    (heartbeats of running jobs) and ``kill/<run-key>.json`` (a kill asked of whatever supervises the run
+    with that key, for a driver that no longer answers requests: the driver itself never reads them).
     """
 
     def __init__(self, storage: CheckpointStorage):
@@ -235,18 +236,19 @@ class ControlChannel:
 
     def prune(self, older_than_s: float, *, now_ms_: int | None = None) -> int:
         """Delete settled control files older than ``older_than_s``: answered requests with their answers, run
-        reports, and requests addressed to a run that is gone (it reported, or no live run has its key).
+        reports, kill requests, and requests addressed to a run that is gone (it reported, or no live run has
+        its key).
         Returns the count.
         """
         now = now_ms_ if now_ms_ is not None else now_ms()
-        ages = {kind: self._ages(kind) for kind in ("requests", "responses", "runs")}
+        ages = {kind: self._ages(kind) for kind in ("requests", "responses", "runs", "kill")}
         old = {
             kind: {name for name, age in found.items() if now - age > older_than_s * 1000}
             for kind, found in ages.items()
         }
         doomed = [self._path("responses", name) for name in old["responses"]]
         doomed += [self._path("requests", name) for name in old["requests"] if name in ages["responses"]]
-        doomed += [self._path("runs", name) for name in old["runs"]]
+        doomed += [self._path(kind, name) for kind in ("runs", "kill") for name in old[kind]]
         live_keys = {beat.get("run_key") for beat in self.live_runs()}
         for name in old["requests"] - set(ages["responses"]):
             try:
@@ -274,6 +276,14 @@ class ControlChannel:
 
     def _remove(self, paths: list[str]) -> None:
         delete_each(self.fs, paths, recursive=False)
+
+    def request_kill(self, run_key: str, reason: str) -> None:
+        """Ask the supervisor of run ``run_key`` (the Airflow task that submitted it) to kill its driver."""
+        self._write(self._path("kill", run_key), {"reason": str(reason)[:2000], "created_ms": now_ms()})
+
+    def kill_request(self, run_key: str) -> dict[str, Any] | None:
+        """The kill asked for run ``run_key``, or None: one read of one file, cheap enough to poll."""
+        return self._read(self._path("kill", run_key))
 
     def respond(self, trigger_id: str, payload: dict[str, Any]) -> None:
         self._write(self._path("responses", trigger_id), payload)

@@ -40,44 +40,33 @@ def test_scheduled_streaming(tmp_path: Path, landing: Landing):
     assert largest == landing.counts_by_key()
 
 
-# None: the form's default, the Flink Kubernetes Operator's window from the templated checkpoint_interval.
-@pytest.mark.parametrize(("max_age", "restored"), [(None, False), ("1ms", True)])
-def test_restore_automation(tmp_path: Path, landing: Landing, max_age: str | None, restored: bool):
+def test_restore_automation(tmp_path: Path, landing: Landing):
     landing.add_files(8)
     conf = {
         "job_name": "stream",
         "checkpoint_root": str(tmp_path / "root"),
+        "working_dir": str(tmp_path / "work"),
         "landing": str(landing.path),
         "output": str(tmp_path / "out"),
         "max_duration": "12s",
         "checkpoint_interval": "1s",
-        "max_age": max_age,
     }
-    # dag.test runs one task at a time, so a sensor that waits beside the running job could run first and
-    # wait for a job that has not started. The real-scheduler UI test runs first_checkpoint beside the job.
-    run = load_dag("restore_automation").test(run_conf=conf, mark_success_pattern="first_checkpoint")
+    # dag.test runs one task at a time, so the sensors that watch beside the running job could run first and
+    # wait for a job that has not started. The real-scheduler tests run them beside the job, stalled and not.
+    run = load_dag("restore_automation").test(run_conf=conf, mark_success_pattern="first_checkpoint|watch_health")
     states = task_states(run)
     assert str(run.state) == "success", states
-    if restored:  # checkpoints "stalled" against a 1ms window: the health check fails, restore runs
-        assert states == {
-            "run_job": "success",
-            "first_checkpoint": "success",
-            "check_health": "failed",
-            "restore_from_latest": "success",
-        }
-        assert xcom(run, "restore_from_latest")["restored_from"]["id"] == xcom(run, "run_job")["checkpoint_id"]
-        # The restore drained the rest: every event counted exactly once across the two runs.
-        assert final_counts(tmp_path / "out") == landing.counts_by_key()
-    else:
-        assert states == {
-            "run_job": "success",
-            "first_checkpoint": "success",
-            "check_health": "success",
-            "restore_from_latest": "skipped",
-        }
-        expected = landing.counts_by_key()
-        counted = final_counts(tmp_path / "out")
-        assert counted and all(counted[key] <= expected[key] for key in counted), "no event counted twice"
+    assert states == {
+        "run_job": "success",
+        "first_checkpoint": "success",
+        "watch_health": "success",
+        "stop_stalled_job": "skipped",
+        "restore_from_latest": "skipped",
+    }
+    expected = landing.counts_by_key()
+    counted = final_counts(tmp_path / "out")
+    assert counted and all(counted[key] <= expected[key] for key in counted), "no event counted twice"
+    assert (tmp_path / "work" / "stream").is_dir(), "the run's Spark working folder is the one the param named"
 
 
 def _start_v1(tmp_path: Path, landing: Landing) -> subprocess.Popen:

@@ -11,6 +11,7 @@ from airflow_checkpoint_provider.operators import (
     CheckpointRetentionOperator,
     RestoreFromCheckpointOperator,
     SavepointOperator,
+    StopStreamingJobOperator,
 )
 
 PARAMS = {"root": Param("/nonexistent", type="string"), "dry_run": Param(True, type="boolean")}
@@ -57,4 +58,19 @@ with DAG(dag_id="savepoint_refusals", schedule=None, start_date=datetime(2026, 1
 with DAG(dag_id="savepoint_timeout_in_seconds", schedule=None, start_date=datetime(2026, 1, 1), params=PARAMS):
     SavepointOperator(
         task_id="times_out", job_name="silent", checkpoint_root="{{ params.root }}", timeout=3, poll_interval=0.5
+    )
+
+with DAG(dag_id="stop_checks", schedule=None, start_date=datetime(2026, 1, 1), params=PARAMS):
+    StopStreamingJobOperator(task_id="nothing_to_stop", job_name="idle", checkpoint_root="{{ params.root }}")
+    StopStreamingJobOperator(
+        task_id="answers_the_stop", job_name="polite", checkpoint_root="{{ params.root }}", stop_timeout=30
+    )
+    StopStreamingJobOperator(
+        task_id="nobody_kills",
+        job_name="frozen",
+        checkpoint_root="{{ params.root }}",
+        reason="a test froze it",
+        stop_timeout="1s",
+        kill_timeout="2s",
+        poll_interval=0.2,
     )

@@ -1,0 +1,88 @@
+"""The job operator's watch for a kill request: the last resort for a driver that no longer answers.
+
+A stop request goes to the driver through ``_control/requests/``; a frozen driver (SIGSTOP, a hung JVM)
+never reads it. The Airflow task that submitted the driver is still alive, though, and it is the one
+process that may kill it wherever the stopper runs: it reads ``_control/kill/<its run key>.json`` (one small
+read per ``interval``), kills spark-submit with every process under it, and writes the run's report so that
+whoever asked sees the kill done.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+import psutil
+
+from spark_checkpoint_runtime.layout import ControlChannel, now_ms
+
+log = logging.getLogger(__name__)
+
+KILL_POLL_SECONDS = 30.0
+
+
+def kill_process_tree(pid: int) -> list[int]:
+    """SIGKILL a process and every process under it (a stopped process dies of SIGKILL too). Returns the pids."""
+    try:
+        root = psutil.Process(pid)
+        tree = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+    for process in tree:
+        try:
+            process.kill()
+        except psutil.NoSuchProcess:
+            pass
+    # Not the root: it is the caller's child, and reaping it here would hide its exit status from Popen.
+    psutil.wait_procs(tree[1:], timeout=10)
+    return [process.pid for process in tree]
+
+
+class KillWatch:
+    """While a job runs, kill its spark-submit when ``_control/kill/<run_key>.json`` appears.
+
+    :param control: the job's control channel.
+    :param run_key: the run key this task submitted the job with.
+    :param submit_pid: returns spark-submit's pid once it is running (None before).
+    :param interval: seconds between two reads of the kill request.
+    """
+
+    def __init__(
+        self, control: ControlChannel, run_key: str, submit_pid: Callable[[], int | None], interval: float
+    ) -> None:
+        self.control = control
+        self.run_key = run_key
+        self.submit_pid = submit_pid
+        self.interval = interval
+        self.reason: str | None = None  # set once this watch killed the job
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="kill-watch", daemon=True)
+
+    def __enter__(self) -> KillWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join(timeout=30)
+
+    def _watch(self) -> None:
+        while not self._done.wait(self.interval):
+            try:
+                request = self.control.kill_request(self.run_key)
+            except Exception:  # a storage hiccup: look again next time; never fail the job for it
+                log.warning("could not read the kill request of run %s", self.run_key, exc_info=True)
+                continue
+            pid = self.submit_pid()
+            if request is None or pid is None:
+                continue
+            self.reason = str(request.get("reason") or "a kill was requested")
+            killed = kill_process_tree(pid)
+            log.error("killed the job (pids %s): %s", killed, self.reason)
+            if self.control.run_report(self.run_key) is None:
+                self.control.write_run_report(
+                    self.run_key,
+                    {"status": "killed", "error": f"killed by request: {self.reason}", "killed_ms": now_ms()},
+                )
+            return

@@ -1,0 +1,143 @@
+"""Watch a running job's checkpoints from beside it: the judgement, and its deferrable trigger."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
+from spark_checkpoint_runtime.durations import format_duration
+from spark_checkpoint_runtime.layout import (
+    CheckpointStorage,
+    ControlChannel,
+    LeaseFiles,
+    find_completed_checkpoint,
+)
+
+
+@dataclass
+class RunHealth:
+    """One look at a running job: ``waiting`` (no run started since the watch began), ``running``,
+    ``ended`` (the run let go of the job, reported its end, or another run took it over) or ``stalled``."""
+
+    state: str
+    message: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def judge_running_job(
+    storage: CheckpointStorage, started_after_ms: int, window_s: float, now_s: float, epoch: int | None = None
+) -> RunHealth:
+    """Judge the run that took the job's lease at or after ``started_after_ms`` (epoch ms), or, once known, the
+    run of lease ``epoch`` (``details["epoch"]`` of an earlier judgement: a later run is another run).
+
+    Progress is its newest completed checkpoint, or its start before it has one: a run with no progress for
+    longer than ``window_s`` has stalled (frozen, hung, or killed without a chance to let go).
+    """
+    lease = LeaseFiles(storage)
+    listing = lease.listing()
+    watched = epoch if epoch is not None else listing.latest
+    grant = lease.read(watched) if watched else None
+    started_ms = int(grant.get("acquired_ms", 0)) if grant else 0
+    if epoch is None and (grant is None or started_ms < started_after_ms):
+        return RunHealth("waiting", f"no run of job {storage.job_name!r} has started since the watch began")
+    grant = grant or {}
+    run_key = grant.get("run_key")
+    details: dict[str, Any] = {"run_id": grant.get("run_id"), "run_key": run_key, "epoch": watched}
+    if listing.latest > watched:
+        return RunHealth("ended", f"run {grant.get('run_id')} was taken over", {**details, "status": "taken over"})
+    report = ControlChannel(storage).run_report(run_key) if run_key else None
+    if watched in listing.released or report is not None:
+        status = (report or {}).get("status", "released the job")
+        return RunHealth("ended", f"run {grant.get('run_id')} ended ({status})", {**details, "status": status})
+    latest = find_completed_checkpoint(storage, None, started_ms)
+    progress_ms = max(started_ms, latest["completion_timestamp_ms"] if latest else 0)
+    age = now_s - progress_ms / 1000
+    details.update(checkpoint_id=latest["checkpoint_id"] if latest else None, age_seconds=round(age, 3))
+    if age > window_s:
+        since = f"chk-{latest['checkpoint_id']} completed" if latest else "it started, with no checkpoint yet"
+        return RunHealth(
+            "stalled",
+            f"job {storage.job_name!r} has stalled: run {grant.get('run_id')} (lease epoch {watched}, host "
+            f"{grant.get('host', '?')}, pid {grant.get('pid', '?')}) made no progress for {format_duration(age)} "
+            f"(since {since}), longer than the {format_duration(window_s)} progress window",
+            details,
+        )
+    return RunHealth("running", f"run {grant.get('run_id')} is checkpointing", details)
+
+
+class RunningJobHealthTrigger(BaseTrigger):
+    """Watches a running job until it ends (``{"status": "ended"}``) or stalls (``{"status": "stalled"}``).
+
+    It judges the run of lease ``epoch`` if given, else the first run found that started after
+    ``started_after_ms``. A job that never starts within ``start_timeout_s`` yields ``{"status": "error"}``.
+    """
+
+    def __init__(
+        self,
+        *,
+        job_name: str,
+        checkpoint_root: str,
+        started_after_ms: int,
+        window_s: float,
+        start_timeout_s: float,
+        epoch: int | None = None,
+        storage_conn_id: str | None = None,
+        poke_interval: float = 5.0,
+    ):
+        super().__init__()
+        self.job_name = job_name
+        self.checkpoint_root = checkpoint_root
+        self.started_after_ms = started_after_ms
+        self.epoch = epoch
+        self.window_s = window_s
+        self.start_timeout_s = start_timeout_s
+        self.storage_conn_id = storage_conn_id
+        self.poke_interval = poke_interval
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "job_name": self.job_name,
+                "checkpoint_root": self.checkpoint_root,
+                "started_after_ms": self.started_after_ms,
+                "epoch": self.epoch,
+                "window_s": self.window_s,
+                "start_timeout_s": self.start_timeout_s,
+                "storage_conn_id": self.storage_conn_id,
+                "poke_interval": self.poke_interval,
+            },
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        try:
+            storage = await CheckpointStorageHook.astorage(self.storage_conn_id, self.checkpoint_root, self.job_name)
+            epoch = self.epoch
+            while True:
+                now = time.time()
+                health = await asyncio.to_thread(
+                    judge_running_job, storage, self.started_after_ms, self.window_s, now, epoch
+                )
+                epoch = health.details.get("epoch", epoch)
+                if health.state in ("ended", "stalled"):
+                    yield TriggerEvent({"status": health.state, "message": health.message, **health.details})
+                    return
+                if health.state == "waiting" and now - self.started_after_ms / 1000 > self.start_timeout_s:
+                    yield TriggerEvent({"status": "error", "message": not_started(self.job_name, self.start_timeout_s)})
+                    return
+                await asyncio.sleep(self.poke_interval)
+        except Exception as exc:  # the sensor turns this into a clear task failure
+            yield TriggerEvent({"status": "error", "message": f"{type(exc).__name__}: {exc}"})
+
+
+def not_started(job_name: str, start_timeout_s: float) -> str:
+    return (
+        f"no run of job {job_name!r} took the job within {format_duration(start_timeout_s)} of the watch's start; "
+        "look at the job task's log (it may have failed before starting)"
+    )

@@ -1,0 +1,121 @@
+"""Stopping a job that holds its lease, the job task's kill watch, and the running-job health judgement.
+
+Real files, real processes and ``dag.test()``; the whole chain with a frozen Spark driver under a real
+scheduler is in ``tests/test_airflow_scheduler.py``.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from airflow_checkpoint_provider.hooks.kill_watch import KillWatch
+from airflow_checkpoint_provider.triggers.health import judge_running_job
+from spark_checkpoint_runtime.layout import CheckpointStorage, ControlChannel, LeaseFiles, now_ms
+from tests.conftest import write_checkpoint
+from tests.provider.conftest import load_dag, task_states, xcom
+
+
+def _hold(storage: CheckpointStorage, epoch: int, run_key: str | None, acquired_ms: int | None = None) -> None:
+    """A lease grant as a running job writes it."""
+    grant = {"epoch": epoch, "run_id": f"run-{epoch}", "run_key": run_key, "acquired_ms": acquired_ms or now_ms()}
+    assert LeaseFiles(storage).create(epoch, {**grant, "host": "h", "pid": 1})
+
+
+def test_stop_asks_first_and_says_when_nobody_can_kill(tmp_path: Path, capfd):
+    polite, frozen = CheckpointStorage(str(tmp_path), "polite"), CheckpointStorage(str(tmp_path), "frozen")
+    _hold(polite, 1, "polite-key")
+    _hold(frozen, 1, "frozen-key")
+    answered = threading.Event()
+
+    def answer_stops() -> None:
+        """What a live runtime does with the stop request addressed to its run key: report and let go."""
+        control = ControlChannel(polite)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not answered.is_set():
+            if any(getattr(r, "run_key", None) == "polite-key" and r.action == "stop" for r in control.pending()):
+                control.write_run_report("polite-key", {"status": "stopped"})
+                LeaseFiles(polite).release(1)
+                answered.set()
+            time.sleep(0.1)
+
+    responder = threading.Thread(target=answer_stops, daemon=True)
+    responder.start()
+    run = load_dag("stop_checks").test(run_conf={"root": str(tmp_path)})
+    answered.set()
+    assert task_states(run) == {"nothing_to_stop": "success", "answers_the_stop": "success", "nobody_kills": "failed"}
+    assert xcom(run, "nothing_to_stop")["outcome"] == "not_running"
+    assert xcom(run, "answers_the_stop") == {"run_key": "polite-key", "run_id": "run-1", "outcome": "stopped"}
+    # The frozen run got a stop request, then a kill request for its task, with the reason.
+    control = ControlChannel(frozen)
+    assert [r.run_key for r in control.pending()] == ["frozen-key"]
+    assert (
+        "a test froze it; it did not answer a stop request within 1.0s" in control.kill_request("frozen-key")["reason"]
+    )
+    output = capfd.readouterr().out
+    assert "did not stop within 1.0s, and no task confirmed killing it within 2.0s" in output
+    assert "A restore takes the job over once its lease has been silent" in output
+
+
+def test_the_kill_watch_kills_a_frozen_process_tree_and_reports_it(tmp_path: Path):
+    storage = CheckpointStorage(str(tmp_path), "frozen")
+    control = ControlChannel(storage)
+    # A stand-in for spark-submit with a driver under it, both frozen: SIGKILL still ends them.
+    parent = subprocess.Popen(["bash", "-c", "sleep 300 & wait"], start_new_session=True)
+    try:
+        wait = time.monotonic() + 10
+        while not psutil.Process(parent.pid).children() and time.monotonic() < wait:
+            time.sleep(0.05)
+        tree = [psutil.Process(parent.pid), *psutil.Process(parent.pid).children(recursive=True)]
+        assert len(tree) == 2
+        for process in tree:
+            process.send_signal(signal.SIGSTOP)
+        with KillWatch(control, "frozen-key", lambda: parent.pid, interval=0.2) as watch:
+            time.sleep(0.5)
+            assert parent.poll() is None, "no kill request yet: nothing happens"
+            control.request_kill("frozen-key", "checkpoints stalled")
+            parent.wait(timeout=10)
+        assert watch.reason == "checkpoints stalled"
+        assert parent.returncode == -signal.SIGKILL, "its exit status is left to its parent"
+        assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in tree)
+        report = control.run_report("frozen-key")
+        assert report["status"] == "killed" and report["error"] == "killed by request: checkpoints stalled"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+
+
+@pytest.mark.parametrize("how", ["released", "reported", "taken over"])
+def test_the_health_judgement_follows_one_run_until_it_ends(tmp_path: Path, how: str):
+    storage = CheckpointStorage(str(tmp_path), "job")
+    lease = LeaseFiles(storage)
+    watch_start = now_ms()
+    _hold(storage, 1, "old-key", acquired_ms=watch_start - 60_000)  # a run from before the watch: not this one
+    now = time.time()
+    assert judge_running_job(storage, watch_start, 30, now).state == "waiting"
+    lease.release(1)
+    _hold(storage, 2, "new-key", acquired_ms=watch_start + 1000)
+    health = judge_running_job(storage, watch_start, 30, watch_start / 1000 + 10)
+    assert (health.state, health.details["epoch"], health.details["checkpoint_id"]) == ("running", 2, None)
+    stalled = judge_running_job(storage, watch_start, 30, watch_start / 1000 + 40)
+    assert stalled.state == "stalled"
+    assert "made no progress for 39.0s (since it started, with no checkpoint yet)" in stalled.message
+    write_checkpoint(storage, 1, ["state/0/0/1.delta"], completion_ms=watch_start + 35_000)
+    health = judge_running_job(storage, watch_start, 30, watch_start / 1000 + 40, epoch=2)
+    assert (health.state, health.details["checkpoint_id"]) == ("running", 1)
+    stalled = judge_running_job(storage, watch_start, 30, watch_start / 1000 + 70, epoch=2)
+    assert stalled.state == "stalled" and "(since chk-1 completed)" in stalled.message
+    if how == "released":
+        lease.release(2)
+    elif how == "reported":  # killed: its task reported for it, the lease was never let go
+        ControlChannel(storage).write_run_report("new-key", {"status": "killed"})
+    else:
+        _hold(storage, 3, "restore-key")
+    ended = judge_running_job(storage, watch_start, 30, watch_start / 1000 + 70, epoch=2)
+    assert ended.state == "ended" and ended.details["epoch"] == 2, ended
