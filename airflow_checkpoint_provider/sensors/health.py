@@ -116,8 +116,8 @@ class RunningJobHealthSensor(CheckpointHealthSensor):
     start before the first one, and no progress for longer than the window (``max_age``, or the Flink
     Kubernetes Operator's rule, as ``CheckpointHealthSensor``) fails the task. A run that lets go of the job,
     reports its end or is taken over ends the watch successfully. Deferrable by default: the watch waits in
-    the triggerer, holding no worker slot for the job's whole life. Returns ``{"status", "run_id",
-    "run_key", "epoch", ...}``.
+    the triggerer, holding no worker slot for the job's whole life. Returns ``{"status": "ended", "run_id",
+    "run_key", "epoch", "run_status", ...}`` (``run_status``: how the run ended, e.g. ``finished``).
 
     :param started_after: only a run that took the job after this moment counts (templated; a datetime or
         ISO-8601 string).
@@ -160,7 +160,7 @@ class RunningJobHealthSensor(CheckpointHealthSensor):
         if health.state == "waiting" and now - started_ms / 1000 > to_seconds(self.start_timeout, name="start_timeout"):
             raise AirflowException(not_started(self.job_name, to_seconds(self.start_timeout, name="start_timeout")))
         done = health.state == "ended"
-        return PokeReturnValue(is_done=done, xcom_value={"status": health.state, **health.details} if done else None)
+        return PokeReturnValue(is_done=done, xcom_value={**health.details, "status": health.state} if done else None)
 
     def execute(self, context: Context) -> Any:
         if not self.deferrable:

@@ -50,11 +50,11 @@ def judge_running_job(
     run_key = grant.get("run_key")
     details: dict[str, Any] = {"run_id": grant.get("run_id"), "run_key": run_key, "epoch": watched}
     if listing.latest > watched:
-        return RunHealth("ended", f"run {grant.get('run_id')} was taken over", {**details, "status": "taken over"})
+        return RunHealth("ended", f"run {grant.get('run_id')} was taken over", {**details, "run_status": "taken over"})
     report = ControlChannel(storage).run_report(run_key) if run_key else None
     if watched in listing.released or report is not None:
         status = (report or {}).get("status", "released the job")
-        return RunHealth("ended", f"run {grant.get('run_id')} ended ({status})", {**details, "status": status})
+        return RunHealth("ended", f"run {grant.get('run_id')} ended ({status})", {**details, "run_status": status})
     latest = find_completed_checkpoint(storage, None, started_ms)
     progress_ms = max(started_ms, latest["completion_timestamp_ms"] if latest else 0)
     age = now_s - progress_ms / 1000
@@ -126,7 +126,7 @@ class RunningJobHealthTrigger(BaseTrigger):
                 )
                 epoch = health.details.get("epoch", epoch)
                 if health.state in ("ended", "stalled"):
-                    yield TriggerEvent({"status": health.state, "message": health.message, **health.details})
+                    yield TriggerEvent({**health.details, "status": health.state, "message": health.message})
                     return
                 if health.state == "waiting" and now - self.started_after_ms / 1000 > self.start_timeout_s:
                     yield TriggerEvent({"status": "error", "message": not_started(self.job_name, self.start_timeout_s)})

@@ -6,6 +6,7 @@ scheduler is in ``tests/test_airflow_scheduler.py``.
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import subprocess
 import threading
@@ -16,7 +17,7 @@ import psutil
 import pytest
 
 from airflow_checkpoint_provider.hooks.kill_watch import KillWatch
-from airflow_checkpoint_provider.triggers.health import judge_running_job
+from airflow_checkpoint_provider.triggers.health import RunningJobHealthTrigger, judge_running_job
 from spark_checkpoint_runtime.layout import CheckpointStorage, ControlChannel, LeaseFiles, now_ms
 from tests.conftest import write_checkpoint
 from tests.provider.conftest import load_dag, task_states, xcom
@@ -119,3 +120,22 @@ def test_the_health_judgement_follows_one_run_until_it_ends(tmp_path: Path, how:
         _hold(storage, 3, "restore-key")
     ended = judge_running_job(storage, watch_start, 30, watch_start / 1000 + 70, epoch=2)
     assert ended.state == "ended" and ended.details["epoch"] == 2, ended
+    # The trigger's event says "ended" whatever the run's own status was (killed, cancelled, ...).
+    trigger = RunningJobHealthTrigger(
+        job_name="job",
+        checkpoint_root=str(tmp_path),
+        started_after_ms=watch_start,
+        window_s=30,
+        start_timeout_s=60,
+        epoch=2,  # as the sensor hands it over after its first look
+    )
+
+    async def first_event():
+        async for event in trigger.run():
+            return event.payload
+
+    event = asyncio.run(first_event())
+    assert event["status"] == "ended" and event["epoch"] == 2, event
+    assert (
+        event["run_status"] == {"released": "released the job", "reported": "killed", "taken over": "taken over"}[how]
+    )
