@@ -14,7 +14,6 @@ Needs no Spark. Prints a line, writes JSON.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -23,6 +22,8 @@ import time
 import urllib.request
 from pathlib import Path
 from typing import Any
+
+from benchmarks.provenance import write_result
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -155,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         f"(x{result['paced_ratio_p50']}), p95 {result['while_a_user_loads_it_every_second']['p95_ms']} ms "
         f"(x{result['paced_ratio_p95']})"
     )
-    Path(args.out).write_text(json.dumps(result, indent=1))
+    write_result(args.out, result)
     return 0
 
 

@@ -10,7 +10,6 @@ number of files per checkpoint, and under 10 s locally. Needs no Spark.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -20,6 +19,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchmarks.provenance import write_result  # noqa: E402
 from spark_checkpoint_runtime.layout import (  # noqa: E402
     CheckpointMetadata,
     CheckpointStorage,
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['delete_seconds']:>8} {r['list_calls_planning']:>10} {r['deleted_checkpoints']:>11} "
             f"{r['deleted_savepoints']:>10}"
         )
-    Path(args.out).write_text(json.dumps(rows, indent=1))
+    write_result(args.out, {"runs": rows})
     print(f"wrote {args.out}")
     return 0
 

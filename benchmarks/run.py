@@ -1,9 +1,12 @@
 """Benchmarks against plain Spark Structured Streaming, measured in the same run on the same machine.
 
     .venv/bin/python -m benchmarks.run [--scale small|medium] [--rounds N] [--out benchmarks/results.json]
+    .venv/bin/python -m benchmarks.run --cluster     # on a standalone cluster it starts and stops
+    .venv/bin/python -m benchmarks.run --master spark://HOST:PORT   # on a cluster you run
 
-One local SparkSession runs everything. Plain Spark and our runtime alternate over the same input, each
-time in fresh folders:
+One SparkSession runs everything (local mode, or its driver here and executors on a cluster's workers).
+Plain Spark and our runtime alternate over the same input on the same executors, each time in fresh
+folders:
 
 - ``overhead``: available-now over a fixed input, stateless (plain: Spark's exactly-once file sink; ours:
   the two-phase Parquet sink) and stateful (a running count per key in update mode; plain writes each
@@ -25,6 +28,8 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -33,6 +38,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks import pipelines  # noqa: E402
+from benchmarks.provenance import write_result  # noqa: E402
 from examples.landing import Landing  # noqa: E402
 
 SCALES = {
@@ -43,11 +49,14 @@ SCALES = {
 }
 
 
-def make_session(driver_memory: str = "2g") -> Any:
+def make_session(driver_memory: str = "2g", master: str = "local[2]") -> Any:
+    import os
+
     from pyspark.sql import SparkSession
 
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # executors on a cluster run this Python too
     spark = (
-        SparkSession.builder.master("local[2]")
+        SparkSession.builder.master(master)
         .appName("checkpoint-benchmarks")
         .config("spark.driver.memory", driver_memory)
         .config("spark.sql.shuffle.partitions", "4")
@@ -357,6 +366,23 @@ def print_tables(results: dict[str, Any]) -> None:
             )
 
 
+@contextmanager
+def standalone_cluster(state: Path) -> Iterator[str]:
+    """A Master and two Workers on loopback for the benchmark's length; yields the master URL."""
+    import os
+    import subprocess
+
+    script = [str(REPO / "scripts" / "spark-cluster.sh")]
+    env = {**os.environ, "SPARK_CLUSTER_DIR": str(state)}
+    started = subprocess.run(["bash", *script, "start"], env=env, capture_output=True, text=True, timeout=300)
+    if started.returncode != 0:
+        raise RuntimeError(f"the cluster did not start:\n{started.stdout}{started.stderr}")
+    try:
+        yield started.stdout.strip().splitlines()[-1]
+    finally:
+        subprocess.run(["bash", *script, "stop"], env=env, capture_output=True, timeout=120)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.split("\n\n")[0])
     parser.add_argument("--scale", choices=sorted(SCALES), default="small")
@@ -367,18 +393,28 @@ def main(argv: list[str] | None = None) -> int:
         default=30,
         help="length of each continuous run (0 skips the continuous benchmark)",
     )
-    parser.add_argument("--out", default=str(REPO / "benchmarks" / "results.json"))
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--master", help="a Spark master URL (default local[2])")
+    where.add_argument(
+        "--cluster", action="store_true", help="start a standalone cluster (scripts/spark-cluster.sh); stop it after"
+    )
+    parser.add_argument("--out", help="default benchmarks/results.json, or results_cluster.json on a cluster")
     args = parser.parse_args(argv)
-    spark = make_session()
     base = Path(tempfile.mkdtemp(prefix="checkpoint-bench-"))
     try:
-        results = run_all(spark, args.scale, args.rounds, base, args.continuous_seconds)
-        results["continuous_seconds"] = args.continuous_seconds
+        with standalone_cluster(base / "spark-cluster") if args.cluster else nullcontext(args.master) as master:
+            spark = make_session(master=master or "local[2]")
+            try:
+                results = run_all(spark, args.scale, args.rounds, base, args.continuous_seconds)
+            finally:
+                spark.stop()
     finally:
         shutil.rmtree(base, ignore_errors=True)
-        spark.stop()
+    results["continuous_seconds"] = args.continuous_seconds
+    results["master"] = "standalone cluster on loopback, 2 workers x 1 core" if args.cluster else master or "local[2]"
+    args.out = args.out or str(REPO / "benchmarks" / ("results_cluster.json" if master else "results.json"))
     print_tables(results)
-    Path(args.out).write_text(json.dumps(results, indent=1))
+    write_result(args.out, results)
     print(f"\nwrote {args.out}")
     return 0
 

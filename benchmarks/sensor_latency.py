@@ -28,6 +28,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from benchmarks.provenance import write_result
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
@@ -180,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     for mode in ("poke", "deferrable"):
         r = results[mode]
         print(f"{mode:<11} {r['median_seconds']:>9} {r['max_seconds']:>7}  {r['latencies_seconds']}")
-    Path(args.out).write_text(json.dumps(results, indent=1))
+    write_result(args.out, results)
     print(f"wrote {args.out}")
     return 0
 

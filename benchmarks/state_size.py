@@ -24,7 +24,6 @@ written per checkpoint are reported against both.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import shutil
 import statistics
@@ -37,6 +36,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchmarks.provenance import write_result  # noqa: E402
 from benchmarks.run import make_session, run_ours, run_plain  # noqa: E402
 
 PIPELINE = "wide_stateful"
@@ -253,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         spark.stop()
     print_table(results)
     print_rocksdb_table(results)
-    Path(args.out).write_text(json.dumps({"rounds": args.rounds, "store": args.store, "sizes": results}, indent=1))
+    write_result(args.out, {"rounds": args.rounds, "store": args.store, "sizes": results})
     print(f"\nwrote {args.out}")
     return 0
 
