@@ -1,13 +1,14 @@
 """What a job costs on S3, in requests by kind, against a loopback S3 server that counts them (moto).
 
-    .venv/bin/python -m benchmarks.request_cost [--idle-seconds 60] [--checkpoints 20] [--shared-files 1000]
+    .venv/bin/python -m benchmarks.request_cost [--idle-seconds 180] [--checkpoints 20] [--shared-files 1000]
 
 Storage-only operations (no Spark), on a job of ``--checkpoints`` small checkpoints plus
 ``--shared-files`` files of an old run in ``shared/``: a sensor poke when nothing is new, a poke that finds
 a new checkpoint, resolving ``latest`` for a restore, and a retention run keeping 3. Then a real running
 job (``python -m spark_checkpoint_runtime``, continuous, small stateful count, checkpoint root on S3,
 defaults otherwise): requests per idle minute (no data arriving) scaled to a day, requests per checkpoint
-while a file arrives every 3 s for 30 s (less the idle rate over the same time), and one savepoint.
+while a file arrives every 3 s for 30 s (less the idle rate over the same time), one savepoint, and how
+long a savepoint request and a stop request, each made at a random moment, wait for their answer.
 Prints a table, writes JSON.
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import subprocess
 import sys
 import tempfile
@@ -26,6 +28,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from airflow_checkpoint_provider.hooks.kill_watch import KILL_POLL_SECONDS  # noqa: E402
+from benchmarks.provenance import write_result  # noqa: E402
 from benchmarks.s3_requests import CountingS3Server  # noqa: E402
 from examples.landing import Landing  # noqa: E402
 from spark_checkpoint_runtime.layout import (  # noqa: E402
@@ -135,22 +139,39 @@ def running_job(server: CountingS3Server, idle_seconds: float, folder: Path) -> 
         busy, elapsed, made = server.snapshot(), time.monotonic() - started, newest() - before
         per_checkpoint = (busy["total"] - idle_rate * elapsed) / made
 
+        time.sleep(random.uniform(0, 9))  # the request lands anywhere between two of the job's polls
         server.reset()
         started = time.monotonic()
-        ControlChannel(storage).request_savepoint("bench-savepoint")
-        wait(
-            lambda: (ControlChannel(storage).response("bench-savepoint") or {}).get("status") == "completed",
-            120,
-            "savepoint",
-        )
+        control = ControlChannel(storage)
+        control.request_savepoint("bench-savepoint")
+        wait(lambda: control.response("bench-savepoint") is not None, 60, "the savepoint's answer")
+        savepoint_answered = time.monotonic() - started
+        wait(lambda: (control.response("bench-savepoint") or {}).get("status") == "completed", 120, "savepoint")
         savepoint = server.snapshot()
         savepoint_net = savepoint["total"] - idle_rate * (time.monotonic() - started)
-    finally:
-        job.terminate()
+
+        time.sleep(random.uniform(0, 9))
+        started = time.monotonic()
+        control.request("bench-stop", "stop")
+        wait(lambda: control.response("bench-stop") is not None, 60, "the stop's answer")
+        stop_answered = time.monotonic() - started
         job.wait(timeout=120)
+    finally:
+        if job.poll() is None:
+            job.terminate()
+            job.wait(timeout=120)
         log.close()
+    kill_watch = round(86400 / KILL_POLL_SECONDS)
     return {
-        "idle": {"seconds": idle_seconds, "requests": idle, "per_day": round(idle_rate * 86400)},
+        "idle": {
+            "seconds": idle_seconds,
+            "requests": idle,
+            "per_day": round(idle_rate * 86400),
+            # Beside it in Airflow, the job task reads its kill request (one small GET) every KILL_POLL_SECONDS.
+            "job_task_kill_watch_per_day": kill_watch,
+            "per_day_with_job_task": round(idle_rate * 86400) + kill_watch,
+        },
+        "answered_seconds": {"savepoint": round(savepoint_answered, 2), "stop": round(stop_answered, 2)},
         "checkpoints_while_busy": {"checkpoints": made, "seconds": round(elapsed, 1), "requests": busy},
         "requests_per_checkpoint_net_of_idle": round(per_checkpoint, 1),
         "savepoint": {"requests": savepoint, "net_of_idle": round(savepoint_net, 1)},
@@ -159,7 +180,7 @@ def running_job(server: CountingS3Server, idle_seconds: float, folder: Path) -> 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--idle-seconds", type=float, default=60)
+    parser.add_argument("--idle-seconds", type=float, default=180)
     parser.add_argument("--checkpoints", type=int, default=20)
     parser.add_argument("--shared-files", type=int, default=1000)
     parser.add_argument("--skip-job", action="store_true", help="storage operations only (no Spark)")
@@ -181,10 +202,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<40} {counts['total']:>5} requests ({kinds})")
     if "running_job" in result:
         job = result["running_job"]
-        print(f"idle running job: {job['idle']['per_day']} requests/day ({job['idle']['requests']})")
+        print(
+            f"idle running job: {job['idle']['per_day']} requests/day ({job['idle']['requests']}); with its Airflow "
+            f"task's kill watch {job['idle']['per_day_with_job_task']}"
+        )
+        print(f"requests answered after (s): {job['answered_seconds']}")
         print(f"per checkpoint while data arrives (net of idle): {job['requests_per_checkpoint_net_of_idle']}")
         print(f"one savepoint (net of idle): {job['savepoint']['net_of_idle']} ({job['savepoint']['requests']})")
-    Path(args.out).write_text(json.dumps(result, indent=1))
+    write_result(args.out, result)
     return 0
 
 

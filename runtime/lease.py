@@ -9,17 +9,19 @@ private working folder, so that guard never fires for them; these rules take its
 - **Acquire before writing.** A run claims the job by creating ``_control/lease/<epoch>.json`` for the next
   epoch exclusively (``create_exclusively``: a hard link on local disks, ``If-None-Match`` on S3). Of two
   runs racing for one epoch, exactly one wins.
-- **Held while heard from.** The holder renews its heartbeat (``_control/alive/<run>.json``) several times
-  per ``--lease-timeout``. A new run watches the holder for one renewal: if it renews, it is alive and the
-  new run fails at once (exit 4) naming it; if not, the new run waits until the holder has been silent for
-  the whole timeout (killed, paused, partitioned) and takes the job over with the next epoch.
+- **Held while heard from.** The holder renews its heartbeat (``_control/alive/<run>.json``) three times
+  per ``--lease-timeout`` (every 10 s at the default 30 s: one PUT on object storage). A new run watches
+  the holder for one renewal: if it renews, it is alive and the new run fails at once (exit 4) naming it;
+  if not, the new run waits until the holder has been silent for the whole timeout (killed, paused,
+  partitioned) and takes the job over with the next epoch.
 - **Judged by the store alone.** Silence is the store's clock now (the modification time of a file the
   checking run writes and removes) minus the newest modification time of the holder's grant and heartbeat.
   No host's clock is compared with another's, and no pid is looked up: hosts and containers share neither.
 - **Fenced writes.** Before each ``_metadata``, sink publish and retention delete, the holder confirms that
   no newer epoch exists; a run that was taken over stops without writing. Cheaper checks (a batch staging
-  its output) re-confirm whenever the last confirmation is older than half the timeout, which covers a
-  process frozen for longer than the timeout: its clock shows the gap when it wakes.
+  its output, a renewal) re-confirm whenever the last confirmation is older than half the timeout, which
+  covers a process frozen for longer than the timeout: its clock shows the gap when it wakes. A running
+  job's poll of ``_control/`` lists the lease folder along with the requests, and counts as a confirmation.
 - **Exclusive ``_metadata``.** Like Spark's offset log, ``_metadata`` is never overwritten, so two writers
   cannot both complete one checkpoint id.
 
@@ -97,7 +99,7 @@ class JobLease:
 
     @property
     def renew_interval(self) -> float:
-        return min(HEARTBEAT_SECONDS, self.timeout / 4)
+        return min(HEARTBEAT_SECONDS, self.timeout / 3)
 
     # --- before the run writes -----------------------------------------------------------------------
     def ensure_free(self) -> None:
@@ -167,7 +169,16 @@ class JobLease:
             raise LeaseLost(self.lost)
         if self.epoch is None:
             return  # not acquired: in-process use without a lease (tests of single parts)
-        listing = self.files.listing()
+        listed_at = self.clock()
+        self.observe(self.files.listing(), action, listed_at)
+
+    def observe(self, listing: LeaseListing, action: str, listed_at: float) -> None:
+        """``confirm`` with a listing taken at ``listed_at`` (this lease's clock) by someone else: the running
+        job's poll of ``_control/`` shows the lease folder too, so an idle job pays no listing of its own."""
+        if self.lost:
+            raise LeaseLost(self.lost)
+        if self.epoch is None:
+            return
         newer = [e for e in listing.epochs if e > self.epoch]
         if newer:
             taker = self.files.read(newer[-1]) or {}
@@ -178,7 +189,7 @@ class JobLease:
             )
             log.error("%s", self.lost)
             raise LeaseLost(self.lost)
-        self._confirmed_at = self.clock()
+        self._confirmed_at = max(self._confirmed_at, listed_at)
 
     def check(self, action: str) -> None:
         """Like ``confirm`` but cheap: lists storage only if the last confirmation is older than timeout/2."""
@@ -206,7 +217,8 @@ class JobLease:
     def _renew(self) -> None:
         while not self._stop.wait(self.renew_interval):
             try:
-                self.confirm("renewing the lease")
+                # The job's poll usually confirmed moments ago (``observe``): list only when that is overdue.
+                self.check("renewing the lease")
                 self.control.heartbeat(self.run_id, self.run_key)
             except LeaseLost:
                 return

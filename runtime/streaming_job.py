@@ -33,6 +33,7 @@ from spark_checkpoint_runtime.layout import (
     CheckpointStorage,
     ControlChannel,
     ControlRequest,
+    LeaseFiles,
     Lineage,
     SavepointFolder,
     StagedOutput,
@@ -58,7 +59,8 @@ log = logging.getLogger(__name__)
 
 RECENT_CHECKPOINTS = 20  # the run report lists this many of the run's newest checkpoints, and counts them all
 
-CONTROL_POLL_SECONDS = 1.0
+# One listing of _control/ per poll (9,600 a day on object storage); a stop or savepoint request waits at most this.
+CONTROL_POLL_SECONDS = 9.0
 STOP_MARKER = "checkpointed-job graceful stop"
 
 
@@ -493,7 +495,7 @@ class StreamingJob:
                     raise JobFailed(lease.lost or coordinator.fatal)
                 if time.monotonic() >= next_control_check:
                     next_control_check = time.monotonic() + CONTROL_POLL_SECONDS
-                    self._handle_control_requests(control, started_ms, coordinator, working)
+                    self._handle_control_requests(control, lease, started_ms, coordinator, working)
                 overdue = opts.max_duration is not None and time.monotonic() - started > opts.max_duration
                 if self._stop_requested.is_set() or overdue:
                     if overdue:
@@ -525,6 +527,10 @@ class StreamingJob:
                 final = self._savepoint_and_stop(control, coordinator, working)
             else:
                 final = self._final_checkpoint(coordinator, working)
+            if coordinator.fatal:
+                # A checkpoint that completed while the query ended may have failed to publish: the final
+                # checkpoint then finds its batch covered, but the run must not report success.
+                raise JobFailed(coordinator.fatal)
         finally:
             if query.isActive:
                 query.stop()
@@ -547,15 +553,28 @@ class StreamingJob:
         return True
 
     def _handle_control_requests(
-        self, control: ControlChannel, started_ms: int, coordinator: CheckpointCoordinator, working: WorkingCopy
+        self,
+        control: ControlChannel,
+        lease: JobLease,
+        started_ms: int,
+        coordinator: CheckpointCoordinator,
+        working: WorkingCopy,
     ) -> None:
-        """Answer requests for this run (its run key, or any run if the request names none)."""
+        """Answer requests for this run (its run key, or any run if the request names none).
+
+        The same listing confirms the lease: a newer epoch marks it lost, and the query loop stops.
+        """
         try:
-            requests = control.pending()
+            listed_at = lease.clock()
+            poll = control.poll()
         except Exception:  # storage hiccup: try again at the next poll, never fail the job for it
             log.warning("could not read control requests", exc_info=True)
             return
-        for request in requests:
+        try:
+            lease.observe(LeaseFiles.listing_of(poll.lease_names), "answering control requests", listed_at)
+        except LeaseLost:
+            return  # lease.lost is set: the query loop stops the run
+        for request in poll.pending:
             if isinstance(request, tuple):
                 trigger_id, reason = request
                 log.warning("refusing control request %s: %s", trigger_id, reason)

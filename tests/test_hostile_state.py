@@ -16,6 +16,7 @@ import pytest
 
 from spark_checkpoint_runtime import admin
 from spark_checkpoint_runtime.layout import (
+    MAX_METADATA_BYTES,
     CheckpointFormatError,
     CheckpointStorage,
     ControlChannel,
@@ -135,12 +136,19 @@ def test_a_hostile_lease_grant_counts_as_an_unknown_holder_judged_by_its_time(jo
     lease.release()
 
 
-def test_an_oversized_file_is_refused_before_it_is_read(job: CheckpointStorage, monkeypatch):
+def test_an_oversized_file_is_refused_without_being_read_whole(job: CheckpointStorage, monkeypatch):
     path = Path(job.checkpoint_path(2)) / "_metadata"
     _place(OVERSIZE, path)
     assert os.path.getsize(path) > 64 * 1024 * 1024
-    opened = []
+    reads = []
     real_cat = job.fs.cat_file
-    monkeypatch.setattr(job.fs, "cat_file", lambda p, *a, **k: opened.append(p) or real_cat(p, *a, **k))
+
+    def cat_file(p, start=None, end=None, **kwargs):
+        data = real_cat(p, start=start, end=end, **kwargs)
+        reads.append((p, len(data)))
+        return data
+
+    monkeypatch.setattr(job.fs, "cat_file", cat_file)
     assert job.latest_valid_checkpoint().metadata.id == 1
-    assert str(path) not in opened
+    # One bounded read (one ranged GET on object storage): a byte past the largest _metadata we write.
+    assert (str(path), MAX_METADATA_BYTES + 1) in reads

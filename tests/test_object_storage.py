@@ -96,3 +96,38 @@ def test_request_goals_a_poke_costs_one_listing_and_retention_deletes_in_batches
     assert spent["DELETE"] == 0 and spent["DELETE_BATCH"] <= 7 + 2 + 2, spent  # 7 folders, 1,107 files, metadata
     assert sorted(m.id for m in storage.completed_checkpoints()) == [8, 9, 10]
     assert not storage.fs.exists(storage.job_file("shared/old-run/f0"))
+
+
+def test_request_goals_an_idle_poll_is_one_listing_and_a_heartbeat_one_put(counted):
+    """What an idle running job pays per poll and per renewal; the whole job is ``benchmarks.request_cost``."""
+    from spark_checkpoint_runtime.errors import LeaseLost
+    from spark_checkpoint_runtime.layout import ControlChannel, LeaseFiles
+    from spark_checkpoint_runtime.lease import JobLease
+
+    storage = CheckpointStorage(f"s3://{counted.bucket}/idle", "orders", counted.options)
+    control = ControlChannel(storage)
+    lease = JobLease(storage, "run-1", "dag.task.try1", timeout=30)
+    lease.acquire()
+    try:
+        control.request("answered", "stop", "someone-else")
+        control.respond("answered", {"status": "accepted"})
+        control.write_run_report("old-run", {"status": "finished"})
+        counted.reset()
+        poll = control.poll()
+        assert counted.snapshot()["total"] == 1, counted.snapshot()  # requests, answers, lease: one LIST
+        assert poll.pending == [] and LeaseFiles.listing_of(poll.lease_names).latest == lease.epoch
+        control.request("new", "savepoint")
+        counted.reset()
+        assert [r.trigger_id for r in control.poll().pending] == ["new"]
+        assert counted.snapshot() == {**counted.snapshot(), "LIST": 1, "GET": 1, "total": 2}
+        counted.reset()
+        control.heartbeat("run-1", "dag.task.try1")
+        assert counted.snapshot() == {**counted.snapshot(), "PUT": 1, "total": 1}
+        # A newer epoch in the poll's listing marks the lease lost without a listing of its own.
+        LeaseFiles(storage).create(lease.epoch + 1, {"run_id": "taker", "acquired_ms": 1})
+        counted.reset()
+        with pytest.raises(LeaseLost, match="lost job 'orders' to run taker"):
+            lease.observe(LeaseFiles.listing_of(control.poll().lease_names), "polling", lease.clock())
+        assert counted.snapshot()["LIST"] == 1
+    finally:
+        lease.release()

@@ -35,6 +35,7 @@ from spark_checkpoint_runtime.layout.control import (
     HEARTBEAT_STALE_SECONDS,
     TERMINAL_STATUSES,
     ControlChannel,
+    ControlPoll,
     ControlRequest,
 )
 from spark_checkpoint_runtime.layout.errors import (
@@ -100,6 +101,7 @@ __all__ = [
     "CheckpointMetadata",
     "CheckpointStorage",
     "ControlChannel",
+    "ControlPoll",
     "ControlRequest",
     "DamagedCheckpoint",
     "FORMAT_VERSION",

@@ -12,8 +12,8 @@ from typing import Any
 from spark_checkpoint_runtime.layout.errors import CheckpointFormatError
 from spark_checkpoint_runtime.layout.job_storage import CheckpointStorage
 from spark_checkpoint_runtime.layout.metadata import now_ms
-from spark_checkpoint_runtime.layout.names import validate_key
-from spark_checkpoint_runtime.layout.store import delete_each, modified_time
+from spark_checkpoint_runtime.layout.names import relative_to, validate_key
+from spark_checkpoint_runtime.layout.store import delete_each, is_object_store, modified_time
 from spark_checkpoint_runtime.layout.untrusted import int_field, read_json_object
 
 log = logging.getLogger(__name__)
@@ -23,12 +23,15 @@ CONTROL_ACTIONS = ("stop", "savepoint")
 
 
 MAX_CONTROL_BYTES = 16 * 1024
+LEASE_FOLDER = "lease"  # _control/lease/: the job lease's files (lease_files.py)
 
 
 _CONTROL_FIELDS = {"action", "run_key", "created_ms", "stop", "target_directory"}
 
 
-HEARTBEAT_SECONDS = 5.0
+# A running job's heartbeat: one PUT per 10 s on object storage (8,640 a day), at most a third of the lease
+# timeout (spark_checkpoint_runtime.lease), well inside HEARTBEAT_STALE_SECONDS.
+HEARTBEAT_SECONDS = 10.0
 
 
 HEARTBEAT_STALE_SECONDS = 30.0
@@ -78,6 +81,15 @@ def _checked_request(trigger_id: str, data: dict[str, Any]) -> ControlRequest:
     )
 
 
+@dataclass(frozen=True)
+class ControlPoll:
+    """What one listing of ``_control/`` shows a running job: unanswered requests (a malformed one as
+    (trigger id, reason), to be refused) and the file names in ``lease/`` (``LeaseFiles.listing_of``)."""
+
+    pending: list[ControlRequest | tuple[str, str]]
+    lease_names: list[str]
+
+
 def _modified(fs: Any, path: str) -> float | None:
     try:
         return modified_time(fs.info(path))
@@ -103,9 +115,13 @@ class ControlChannel:
         return posixpath.join(self.base, kind, f"{validate_key(key, 'key')}.json")
 
     def _write(self, path: str, payload: dict[str, Any]) -> None:
+        data = json.dumps(payload, sort_keys=True).encode("utf-8")
+        if is_object_store(self.fs):  # one PUT replaces an object whole: no temporary copy (2 more requests)
+            self.fs.pipe_file(path, data)
+            return
         self.fs.makedirs(posixpath.dirname(path), exist_ok=True)
         temporary = f"{path}.{uuid.uuid4().hex}.tmp"
-        self.fs.pipe_file(temporary, json.dumps(payload, sort_keys=True).encode("utf-8"))
+        self.fs.pipe_file(temporary, data)
         self.fs.mv(temporary, path)
 
     def _read(self, path: str) -> dict[str, Any] | None:
@@ -141,26 +157,37 @@ class ControlChannel:
 
     def pending(self) -> list[ControlRequest | tuple[str, str]]:
         """Unanswered requests; a malformed one comes back as (trigger id, reason) so it can be refused."""
+        return self.poll().pending
+
+    def poll(self) -> ControlPoll:
+        """One listing of all of ``_control/`` (on object storage one request while it holds fewer than 1,000
+        files; prune keeps it small): unanswered requests, each read once, and the lease folder's names.
+
+        A running job calls this every few seconds, so it is what an idle job costs: requests, answers and
+        lease epochs from one listing instead of one each.
+        """
         try:
-            names = self.fs.ls(posixpath.join(self.base, "requests"), detail=False)
+            paths = self.fs.find(self.base)
         except FileNotFoundError:
-            return []
-        answered = set()
-        try:
-            answered = {posixpath.basename(n) for n in self.fs.ls(posixpath.join(self.base, "responses"), detail=False)}
-        except FileNotFoundError:
-            pass
+            paths = []
+        names: dict[str, set[str]] = {}
+        for path in paths:
+            kind, _, name = relative_to(path, self.base).partition("/")
+            if name and "/" not in name:
+                names.setdefault(kind, set()).add(name)
+        answered = names.get("responses", set())
         found: list[ControlRequest | tuple[str, str]] = []
-        for name in sorted(names):
-            base = posixpath.basename(name)
+        for base in sorted(names.get("requests", set())):
             if not base.endswith(".json") or base in answered:
                 continue
             trigger_id = base[: -len(".json")]
             try:
-                found.append(_checked_request(trigger_id, self._read(name) or {}))
+                found.append(
+                    _checked_request(trigger_id, self._read(posixpath.join(self.base, "requests", base)) or {})
+                )
             except (CheckpointFormatError, TypeError, ValueError) as exc:
                 found.append((trigger_id, str(exc)))
-        return found
+        return ControlPoll(found, sorted(names.get(LEASE_FOLDER, set())))
 
     def heartbeat(self, run_id: str, run_key: str | None) -> None:
         """Say this run is alive (the job calls it every ``HEARTBEAT_SECONDS``)."""

@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from spark_checkpoint_runtime.layout.control import LEASE_FOLDER
 from spark_checkpoint_runtime.layout.errors import CheckpointFormatError
 from spark_checkpoint_runtime.layout.job_storage import CheckpointStorage
 from spark_checkpoint_runtime.layout.names import validate_key
@@ -17,9 +18,6 @@ from spark_checkpoint_runtime.layout.untrusted import int_field, read_json_objec
 
 log = logging.getLogger(__name__)
 MAX_GRANT_BYTES = 16 * 1024
-
-# --- _control/lease/: which run may write the job ----------------------------------------------------
-LEASE_DIR = "lease"
 
 
 _LEASE_FILE = re.compile(r"^(\d{12})\.(json|released)$")
@@ -46,7 +44,7 @@ class LeaseFiles:
 
     def __init__(self, storage: CheckpointStorage):
         self.fs = storage.fs
-        self.base = posixpath.join(storage.control_path, LEASE_DIR)
+        self.base = posixpath.join(storage.control_path, LEASE_FOLDER)
 
     def _path(self, epoch: int, suffix: str) -> str:
         return posixpath.join(self.base, f"{int(epoch):012d}.{suffix}")
@@ -56,6 +54,11 @@ class LeaseFiles:
             names = [posixpath.basename(n) for n in self.fs.ls(self.base, detail=False)]
         except FileNotFoundError:
             names = []
+        return self.listing_of(names)
+
+    @staticmethod
+    def listing_of(names: list[str]) -> LeaseListing:
+        """The listing that file names in ``lease/`` make (from ``ls`` here, or a ``ControlChannel.poll``)."""
         epochs, released = set(), set()
         for name in names:
             match = _LEASE_FILE.match(name)

@@ -14,7 +14,7 @@ import fsspec
 from spark_checkpoint_runtime.layout.errors import CheckpointFormatError, DamagedCheckpoint
 from spark_checkpoint_runtime.layout.lineage import Lineage, StagedOutput
 from spark_checkpoint_runtime.layout.names import METADATA_FILE, safe_relative_path, validate_job_name
-from spark_checkpoint_runtime.layout.untrusted import UntrustedJson, int_field, parse_json_object
+from spark_checkpoint_runtime.layout.untrusted import UntrustedJson, int_field, parse_json_object, read_at_most
 
 FORMAT_VERSION = 1
 
@@ -161,17 +161,18 @@ class CheckpointMetadata:
 
 
 def read_metadata(fs: fsspec.AbstractFileSystem, folder: str) -> CheckpointMetadata:
-    """Read and parse ``<folder>/_metadata`` (size checked before reading); ``DamagedCheckpoint`` if missing
-    or malformed. Every reader of ``_metadata`` comes through here."""
+    """Read and parse ``<folder>/_metadata`` (no more than the largest we write, in one read);
+    ``DamagedCheckpoint`` if missing or malformed. Every reader of ``_metadata`` comes through here."""
     path = posixpath.join(folder, METADATA_FILE)
     location = fs.unstrip_protocol(folder)
     try:
-        size = fs.size(path)
-        if size is not None and size > MAX_METADATA_BYTES:
-            raise DamagedCheckpoint(location, f"_metadata is {size} bytes, larger than any we write")
-        raw = fs.cat_file(path)
+        raw = read_at_most(fs, path, MAX_METADATA_BYTES)
     except (FileNotFoundError, NotADirectoryError):
         raise DamagedCheckpoint(location, "no _metadata (an incomplete checkpoint)") from None
+    if len(raw) > MAX_METADATA_BYTES:
+        raise DamagedCheckpoint(
+            location, f"_metadata is larger than any we write (more than {MAX_METADATA_BYTES} bytes)"
+        )
     return CheckpointMetadata.from_json(raw, location=location)
 
 

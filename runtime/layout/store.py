@@ -159,14 +159,15 @@ def discard_folders(fs: fsspec.AbstractFileSystem, folders: list[str]) -> None:
     delete_each(fs, folders, recursive=True)
 
 
-# Object stores whose fsspec filesystem deletes a list of keys in batched requests (S3's DeleteObjects takes
-# 1,000 keys; GCS and Azure batch too), and ignores keys already gone.
-BATCH_DELETE_PROTOCOLS = {"s3", "s3a", "gs", "gcs", "abfs", "az", "abfss"}
+# Object stores: a PUT replaces a whole object atomically (no temporary file and rename needed), and their
+# fsspec filesystems delete a list of keys in batched requests (S3's DeleteObjects takes 1,000 keys; GCS and
+# Azure batch too), ignoring keys already gone.
+OBJECT_STORE_PROTOCOLS = {"s3", "s3a", "gs", "gcs", "abfs", "az", "abfss"}
 
 
-def _batches_deletes(fs: fsspec.AbstractFileSystem) -> bool:
+def is_object_store(fs: fsspec.AbstractFileSystem) -> bool:
     protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
-    return bool(protocols & BATCH_DELETE_PROTOCOLS)
+    return bool(protocols & OBJECT_STORE_PROTOCOLS)
 
 
 def delete_each(fs: fsspec.AbstractFileSystem, paths: list[str], *, recursive: bool) -> None:
@@ -177,7 +178,7 @@ def delete_each(fs: fsspec.AbstractFileSystem, paths: list[str], *, recursive: b
     threads: round trips on object stores and syscalls on local disks, several at a time, so 10,000 folders do
     not cost 10,000 round trips in sequence.
     """
-    if not recursive and len(paths) > 1 and _batches_deletes(fs):
+    if not recursive and len(paths) > 1 and is_object_store(fs):
         try:
             fs.rm(list(paths))
             return

@@ -99,12 +99,27 @@ def _bracket_depth(text: str) -> int:
     return deepest
 
 
+def read_at_most(fs: fsspec.AbstractFileSystem, path: str, max_bytes: int) -> bytes:
+    """The first ``max_bytes + 1`` bytes of ``path`` in one read (one ranged GET on object storage, where a
+    size check first would cost a HEAD more): more than ``max_bytes`` back means the file is too large.
+    ``FileNotFoundError`` passes through.
+    """
+    try:
+        return fs.cat_file(path, start=0, end=max_bytes + 1)
+    except FileNotFoundError:
+        raise
+    except OSError:
+        if fs.size(path):  # S3 refuses a range of an empty object (InvalidRange); any other error stands
+            raise
+        return b""
+
+
 def read_json_object(fs: fsspec.AbstractFileSystem, path: str, *, max_bytes: int, what: str) -> dict[str, Any]:
-    """Read ``path`` (size checked first) and parse it; ``FileNotFoundError`` passes through."""
-    size = fs.size(path)
-    if size is not None and size > max_bytes:
-        raise UntrustedJson(f"{what} is {size} bytes, larger than any we write (at most {max_bytes})")
-    return parse_json_object(fs.cat_file(path), what=what)
+    """Read ``path`` (no more than ``max_bytes``) and parse it; ``FileNotFoundError`` passes through."""
+    raw = read_at_most(fs, path, max_bytes)
+    if len(raw) > max_bytes:
+        raise UntrustedJson(f"{what} is larger than any we write (at most {max_bytes} bytes)")
+    return parse_json_object(raw, what=what)
 
 
 def int_field(data: dict[str, Any], key: str, *, default: int | None = None, minimum: int = 0) -> int:
