@@ -12,7 +12,8 @@ folders:
   the two-phase Parquet sink) and stateful (a running count per key in update mode; plain writes each
   batch with foreachBatch, Spark's usual way for update mode). Wall time and rows/s, ratio ours/plain.
 - ``continuous``: steady-state rows/s over a backlog at checkpoint intervals of 10 s and 1 s, A/B pairs
-  in alternating order after a warm-up; the median pair's ratio ours/plain, and each side's batch time.
+  in alternating order after a warm-up; the median pair's ratio ours/plain, and each side's batch time
+  (p50 and p95, medians over the pairs).
 
 Checkpoint cost and restore time against state size are ``benchmarks.state_size``.
 
@@ -245,7 +246,14 @@ def steady_rate(events: list[tuple[int, int, float, float]]) -> dict[str, float]
         "rows_per_second": rows / window,
         "batches": len(batches),
         "batch_ms_median": statistics.median(e[3] for e in batches[1:]) * 1000,
+        "batch_ms_p95": _percentile([e[3] * 1000 for e in batches[1:]], 95),
     }
+
+
+def _percentile(values: list[float], percent: float) -> float:
+    """The nearest-rank percentile (no interpolation: a value that was measured)."""
+    ranked = sorted(values)
+    return ranked[max(0, min(len(ranked) - 1, round(percent / 100 * len(ranked) + 0.5) - 1))]
 
 
 def run_plain_continuous(spark: Any, landing: Path, work: Path, stateful: bool, seconds: float) -> None:
@@ -314,6 +322,8 @@ def continuous_overhead(
                 "ours_rows_per_second": round(statistics.median(p["ours"]["rows_per_second"] for p in pairs)),
                 "plain_batch_ms_median": round(statistics.median(p["plain"]["batch_ms_median"] for p in pairs)),
                 "ours_batch_ms_median": round(statistics.median(p["ours"]["batch_ms_median"] for p in pairs)),
+                "plain_batch_ms_p95": round(statistics.median(p["plain"]["batch_ms_p95"] for p in pairs)),
+                "ours_batch_ms_p95": round(statistics.median(p["ours"]["batch_ms_p95"] for p in pairs)),
                 "pair_ratios": [round(r, 3) for r in ratios],
                 "ratio_rows_per_second": round(ratio, 3),
                 "overhead_percent": round((1 - ratio) * 100, 1),
@@ -355,13 +365,15 @@ def print_tables(results: dict[str, Any]) -> None:
             f"median of {results['rounds']} A/B pairs)"
         )
         print(
-            f"{'query @ interval':<18} {'rows/s plain':>13} {'rows/s ours':>12} {'batch ms plain':>15} "
-            f"{'batch ms ours':>14} {'ours/plain':>10} {'overhead %':>10}  pair ratios"
+            f"{'query @ interval':<18} {'rows/s plain':>13} {'rows/s ours':>12} {'batch ms p50/p95 plain':>23} "
+            f"{'batch ms p50/p95 ours':>22} {'ours/plain':>10} {'overhead %':>10}  pair ratios"
         )
         for name, r in results["continuous"].items():
+            plain_ms = f"{r['plain_batch_ms_median']}/{r['plain_batch_ms_p95']}"
+            ours_ms = f"{r['ours_batch_ms_median']}/{r['ours_batch_ms_p95']}"
             print(
                 f"{name:<18} {r['plain_rows_per_second']:>13} {r['ours_rows_per_second']:>12} "
-                f"{r['plain_batch_ms_median']:>15} {r['ours_batch_ms_median']:>14} "
+                f"{plain_ms:>23} {ours_ms:>22} "
                 f"{r['ratio_rows_per_second']:>10} {r['overhead_percent']:>10}  {r['pair_ratios']}"
             )
 
