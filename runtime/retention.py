@@ -180,6 +180,9 @@ class JobRetentionPlan:
     delete_orphan_folders: list[int]
     delete_shared: list[str]
     bytes_freed: int
+    # Job-relative paths of every file the planning listing saw in the folders it deletes (not reported):
+    # on object storage they go in batched deletes, with no listing per folder.
+    folder_files: list[str] = field(default_factory=list, repr=False)
 
     def summary(self, *, dry_run: bool) -> dict:
         """``as_report`` with each list replaced by its length (small enough for XCom, whatever the file count)."""
@@ -299,8 +302,18 @@ def plan_job_retention(
     )
     freed = sum(shared[p][0] for p in delete_shared) + sum(sizes[i] for i in delete + orphan_folders)
     freed += sum(savepoint_sizes[name] for name in drop_savepoints)
+    doomed = [checkpoint_dir_name(i) for i in delete + orphan_folders]
+    doomed += [f"{SAVEPOINTS_DIR}/{name}" for name in drop_savepoints]
+    folder_files = [path for folder in doomed for path in by_folder.get(folder, {})]
     return JobRetentionPlan(
-        keep, sorted(kept_savepoints), delete, sorted(drop_savepoints), orphan_folders, delete_shared, freed
+        keep,
+        sorted(kept_savepoints),
+        delete,
+        sorted(drop_savepoints),
+        orphan_folders,
+        delete_shared,
+        freed,
+        folder_files,
     )
 
 
@@ -318,9 +331,10 @@ def apply_job_retention(storage: CheckpointStorage, plan: JobRetentionPlan) -> N
     read is read now, and what it lists is kept.
     """
     deleted = set(plan.delete_checkpoints + plan.delete_orphan_folders)
-    storage.discard_checkpoints(sorted(deleted))
-    for name in plan.delete_savepoints:
-        storage.discard_savepoint(name)
+    in_savepoints = [path for path in plan.folder_files if path.startswith(f"{SAVEPOINTS_DIR}/")]
+    in_checkpoints = [path for path in plan.folder_files if not path.startswith(f"{SAVEPOINTS_DIR}/")]
+    storage.discard_checkpoints(sorted(deleted), in_checkpoints)
+    storage.discard_savepoints(plan.delete_savepoints, in_savepoints)
     newer = []
     for checkpoint_id in storage.checkpoint_ids():
         if checkpoint_id in deleted or checkpoint_id in plan.kept_checkpoints:

@@ -2,9 +2,9 @@
 (``scripts/spark-cluster.sh``), the driver in client deploy mode, executors on the workers.
 
 The working folder is a local path every executor can reach (they share this machine: it stands in for a
-shared filesystem). Crash chains SIGKILL the driver's process group mid-stream, as on local Spark; one
-run loses an executor JVM mid-stream (Spark retries its tasks) and then a whole Worker (the job goes on with
-the other), and must keep checkpointing and stay exact. Under a real Airflow, ``restore_automation`` watches
+shared filesystem). Crash chains (stateless exactly-once, stateful running counts) SIGKILL the driver's
+process group mid-stream, as on local Spark; one run loses an executor JVM mid-stream (Spark retries its
+tasks) and then a whole Worker (the job goes on with the other), and must keep checkpointing and stay exact. Under a real Airflow, ``restore_automation`` watches
 its job on the cluster, kills it when its frozen driver stalls, and restores it.
 """
 
@@ -82,6 +82,21 @@ def test_stateless_exactly_once_through_driver_kills_on_the_cluster(cluster: str
         tmp_path, landing, "cluster-stateless", [RANDOM, "before-metadata@1", RANDOM], rng, master=cluster
     )
     _assert_exactly_once(output, landing)
+
+
+def test_stateful_counts_exact_through_driver_kills_on_the_cluster(cluster: str, tmp_path: Path, landing: Landing):
+    rng = random.Random(SEED + 41)
+    output = run_chain(
+        tmp_path,
+        landing,
+        "cluster-stateful",
+        [RANDOM, "upload@2", RANDOM],
+        rng,
+        master=cluster,
+        pipeline="examples.pipelines:running_counts",
+        output_mode="update",
+    )
+    assert final_counts(output) == landing.counts_by_key(), f"running counts differ (seed {SEED + 41})"
 
 
 def test_counts_stay_exact_when_an_executor_and_then_a_worker_die(cluster: Cluster, tmp_path: Path, landing: Landing):

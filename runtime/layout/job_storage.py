@@ -256,7 +256,11 @@ class CheckpointStorage:
 
     def discard_savepoint(self, name: str) -> None:
         """Delete a savepoint folder, ``_metadata`` first."""
-        discard_folders(self.fs, self.inside_job([self.savepoint_path(name)]))
+        self.discard_savepoints([name])
+
+    def discard_savepoints(self, names: list[str], listed_files: list[str] | None = None) -> None:
+        """Delete savepoint folders, every ``_metadata`` first; ``listed_files`` as in ``discard_checkpoints``."""
+        self._discard([self.savepoint_path(name) for name in names], listed_files)
 
     # --- _metadata -------------------------------------------------------------------------------
     def read_metadata_at(self, folder: str, fs: fsspec.AbstractFileSystem | None = None) -> CheckpointMetadata:
@@ -298,9 +302,17 @@ class CheckpointStorage:
             return
         self.discard_checkpoint(checkpoint_id)
 
-    def discard_checkpoints(self, checkpoint_ids: list[int]) -> None:
-        """Delete many checkpoint folders, every ``_metadata`` first (see ``discard_folders``)."""
-        discard_folders(self.fs, self.inside_job([self.checkpoint_path(i) for i in checkpoint_ids]))
+    def discard_checkpoints(self, checkpoint_ids: list[int], listed_files: list[str] | None = None) -> None:
+        """Delete many checkpoint folders, every ``_metadata`` first (see ``discard_folders``).
+
+        ``listed_files``: the job-relative paths of every file in them, from a fresh listing of the job
+        folder; on object storage the files then go in batched deletes without listing each folder again.
+        """
+        self._discard([self.checkpoint_path(i) for i in checkpoint_ids], listed_files)
+
+    def _discard(self, folders: list[str], listed_files: list[str] | None) -> None:
+        listed = None if listed_files is None else self.inside_job([self.job_file(r) for r in listed_files])
+        discard_folders(self.fs, self.inside_job(folders), listed)
 
     def delete_job_files(self, relatives: list[str]) -> None:
         """Delete many job-relative files (shared files nothing references any more), several at a time."""

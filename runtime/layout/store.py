@@ -149,13 +149,23 @@ def probe_exclusive_create(fs: fsspec.AbstractFileSystem, folder: str, *, locati
 DELETE_THREADS = 8
 
 
-def discard_folders(fs: fsspec.AbstractFileSystem, folders: list[str]) -> None:
+def discard_folders(fs: fsspec.AbstractFileSystem, folders: list[str], listed: list[str] | None = None) -> None:
     """Delete snapshot folders: every ``_metadata`` first, then the folders.
 
     The order keeps the format's promise for the whole set: a crash part-way leaves folders without
     ``_metadata`` (garbage for retention), never a snapshot that lists files it no longer has.
+
+    ``listed``: every file in those folders, from a listing taken moments ago (retention's plan). On an
+    object store they then go 1,000 keys a request, instead of a listing and a delete per folder; a file
+    that appeared since (none should: these snapshots are complete or long abandoned) stays behind as an
+    orphan for the next run.
     """
-    delete_each(fs, [posixpath.join(folder, METADATA_FILE) for folder in folders], recursive=False)
+    metadata = [posixpath.join(folder, METADATA_FILE) for folder in folders]
+    delete_each(fs, metadata, recursive=False)
+    if listed is not None and is_object_store(fs):
+        skip = set(metadata)
+        delete_each(fs, [path for path in listed if path not in skip], recursive=False)
+        return
     delete_each(fs, folders, recursive=True)
 
 
