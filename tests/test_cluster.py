@@ -4,8 +4,9 @@
 The working folder is a local path every executor can reach (they share this machine: it stands in for a
 shared filesystem). Crash chains (stateless exactly-once, stateful running counts) SIGKILL the driver's
 process group mid-stream, as on local Spark; one run loses an executor JVM mid-stream (Spark retries its
-tasks) and then a whole Worker (the job goes on with the other), and must keep checkpointing and stay exact. Under a real Airflow, ``restore_automation`` watches
-its job on the cluster, kills it when its frozen driver stalls, and restores it.
+tasks) and then a whole Worker (the job goes on with the other), and must keep checkpointing and stay
+exact. Under a real Airflow, ``restore_automation`` watches its job on the cluster, kills it when its frozen
+driver stalls, and restores it.
 """
 
 from __future__ import annotations
