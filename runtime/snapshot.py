@@ -22,13 +22,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from spark_checkpoint_runtime import faults
 from spark_checkpoint_runtime.layout import CheckpointStorage, FileEntry, SavepointFolder, ValidCheckpoint
-from spark_checkpoint_runtime.state_files import (
-    CaptureError,
-    CaptureRaced,
-    SelectedFile,
-    read_batch_offsets,
-    select_files,
-)
+from spark_checkpoint_runtime.state_files import CaptureRaced, SelectedFile, read_batch_offsets, select_files
 from spark_checkpoint_runtime.state_files.operators import OPERATOR_METADATA_V2, relocate_schema_paths
 from spark_checkpoint_runtime.state_files.rocksdb import SST_FOLDER, read_zip_contents
 from spark_checkpoint_runtime.working_copy import WorkingCopy, link_or_copy
@@ -102,11 +96,11 @@ def capture(
     for attempt in range(1, CAPTURE_ATTEMPTS + 1):
         try:
             listing = working.listing()
-            if f"offsets/{batch_id}" not in listing:
-                raise CaptureError(
-                    f"Spark's working folder has no offsets/{batch_id}: batch {batch_id} is not complete"
-                )
-            batch_meta, offsets = read_batch_offsets(working.read_text(f"offsets/{batch_id}"))
+            batch_meta, offsets = (  # without offsets/<batch>, select_files says the batch is not complete
+                read_batch_offsets(working.read_text(f"offsets/{batch_id}"))
+                if f"offsets/{batch_id}" in listing
+                else ({}, [])
+            )
             pinned = {str(k): str(v) for k, v in (batch_meta.get("conf") or {}).items()}
             partitions = pinned.get(SHUFFLE_PARTITIONS)
             files = select_files(

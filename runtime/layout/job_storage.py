@@ -254,10 +254,6 @@ class CheckpointStorage:
             )
         return meta
 
-    def discard_savepoint(self, name: str) -> None:
-        """Delete a savepoint folder, ``_metadata`` first."""
-        self.discard_savepoints([name])
-
     def discard_savepoints(self, names: list[str], listed_files: list[str] | None = None) -> None:
         """Delete savepoint folders, every ``_metadata`` first; ``listed_files`` as in ``discard_checkpoints``."""
         self._discard([self.savepoint_path(name) for name in names], listed_files)

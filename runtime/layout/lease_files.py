@@ -85,13 +85,13 @@ class LeaseFiles:
             return None
         return grant
 
-    def unreleased_grant(self, listing: LeaseListing | None = None) -> dict[str, Any] | None:
+    def unreleased_grant(self) -> dict[str, Any] | None:
         """The newest grant, with its ``epoch``, unless its holder let go (None: no run holds the job).
 
         Whether that holder is still alive is another question (``spark_checkpoint_runtime.lease``): a killed
         or frozen run never releases.
         """
-        listing = listing if listing is not None else self.listing()
+        listing = self.listing()
         if not listing.latest or listing.latest in listing.released:
             return None
         return {**(self.read(listing.latest) or {}), "epoch": listing.latest}

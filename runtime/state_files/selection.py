@@ -120,8 +120,8 @@ def _select_state(
         if versioned and in_metadata and int(versioned.group(1)) > batch_id:
             continue
         selected.append(SelectedFile(path, size, shared=False))
-    operators = {path.split("/")[1] for path in visible if path.startswith("state/") and path.count("/") >= 2}
     if partitions is not None:
+        operators = {path.split("/")[1] for path in visible if path.startswith("state/") and path.count("/") >= 2}
         check_partitions(operators, folders, partitions)
     commit_ids = _CommitIds(visible, read)
     for folder, names in sorted(folders.items()):
