@@ -12,6 +12,7 @@ from airflow.sdk.exceptions import AirflowException
 from airflow_checkpoint_provider.durations import Duration, to_seconds
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
 from airflow_checkpoint_provider.hooks.kill_watch import KILL_POLL_SECONDS
+from airflow_checkpoint_provider.triggers.health import how_run_ended
 from spark_checkpoint_runtime.durations import format_duration
 from spark_checkpoint_runtime.layout import ControlChannel, LeaseFiles, key_from
 
@@ -81,10 +82,7 @@ class StopStreamingJobOperator(BaseOperator):
         result = {"run_key": run_key, "run_id": run_id}
 
         def ended() -> bool:
-            if run_key and control.run_report(run_key) is not None:
-                return True
-            listing = lease.listing()
-            return epoch in listing.released or listing.latest > epoch
+            return how_run_ended(storage, lease.listing(), epoch, run_key) is not None
 
         if ended():
             return {**result, "outcome": "stopped"}

@@ -24,7 +24,7 @@ from airflow_checkpoint_provider.hooks.streaming_job import StreamingJobHook
 from airflow_checkpoint_provider.links import CheckpointHistoryLink, SparkUILink
 from airflow_checkpoint_provider.sensors.checkpoint import push_checkpoint_keys
 from airflow_checkpoint_provider.ui.roots import job_page_url
-from spark_checkpoint_runtime.layout import CheckpointFormatError, key_from
+from spark_checkpoint_runtime.layout import CheckpointFormatError, ControlChannel, key_from
 from spark_checkpoint_runtime.options import RUNTIME_DURATIONS, OptionsError, options_from_mapping
 
 # Runtime options the operator passes through when set (snake_case names, as the runtime accepts them).
@@ -120,7 +120,7 @@ class CheckpointedStreamingJobOperator(BaseOperator):
     :param stop_timeout: seconds a graceful stop may take once asked (``on_kill``, SIGTERM); the runtime ends
         the run past it (``--stop-timeout``), publishing nothing beyond its last checkpoint.
     :param kill_poll_interval: how often this task looks for a kill request for its run (one small read each
-        time; default 30 s): ``StopStreamingJobOperator`` asks for one when the driver does not answer a stop,
+        time; default 60 s): ``StopStreamingJobOperator`` asks for one when the driver does not answer a stop,
         and this task then kills spark-submit with every process under it and fails.
     """
 
@@ -280,23 +280,22 @@ class CheckpointedStreamingJobOperator(BaseOperator):
             lambda: hook.process.pid if hook.process is not None else None,
             to_seconds(self.kill_poll_interval, name="kill_poll_interval"),
         )
+        failure: AirflowException | None = None
         with tempfile.TemporaryDirectory(prefix="checkpointed-job-") as workdir, watch:
             try:
                 hook.submit(args, self.storage_hook.storage_options(), Path(workdir))
             except AirflowException as exc:
-                if watch.reason is not None:
-                    raise AirflowException(f"job {self.job_name!r} was killed: {watch.reason}") from exc
-                report = control.run_report(self._run_key)
-                process = self._job_hook.process
-                code = f" (exit {process.returncode})" if process is not None else ""
-                if report and report.get("error"):
-                    raise AirflowException(f"job {self.job_name!r} failed{code}: {report['error']}") from exc
-                if report is None:
-                    self._report_silent_end(control, code)
-                raise
-        if watch.reason is not None:  # killed between two reads of its output: spark-submit may still exit 0
-            raise AirflowException(f"job {self.job_name!r} was killed: {watch.reason}")
+                failure = exc
+        if watch.reason is not None:  # whatever spark-submit's exit code (0 too, if killed between two reads)
+            raise AirflowException(f"job {self.job_name!r} was killed: {watch.reason}") from failure
         report = control.run_report(self._run_key)
+        if failure is not None:
+            code = f" (exit {hook.process.returncode})" if hook.process is not None else ""
+            if report and report.get("error"):
+                raise AirflowException(f"job {self.job_name!r} failed{code}: {report['error']}") from failure
+            if report is None:
+                self._report_silent_end(control, code)
+            raise failure
         if report is None:
             raise AirflowException(
                 f"job {self.job_name!r}: spark-submit exited 0 but the runtime wrote no run report under "
@@ -306,7 +305,7 @@ class CheckpointedStreamingJobOperator(BaseOperator):
         self._emit_asset_events(context, report)
         return {**report, "run_key": self._run_key}
 
-    def _report_silent_end(self, control: Any, code: str) -> None:
+    def _report_silent_end(self, control: ControlChannel, code: str) -> None:
         """The driver died without a report (SIGKILL, OOM): say so under its run key, so that watchers and
         stoppers see the run ended instead of waiting for it."""
         try:

@@ -13,7 +13,7 @@ from airflow.sdk.exceptions import AirflowException
 from airflow_checkpoint_provider.durations import Duration, to_seconds
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
 from airflow_checkpoint_provider.sensors.checkpoint import parse_instant_ms
-from airflow_checkpoint_provider.triggers.health import RunningJobHealthTrigger, judge_running_job, not_started
+from airflow_checkpoint_provider.triggers.health import RunningJobHealthTrigger, judge_running_job
 from spark_checkpoint_runtime.durations import format_duration
 
 
@@ -151,14 +151,14 @@ class RunningJobHealthSensor(CheckpointHealthSensor):
         hook = CheckpointStorageHook(self.storage_conn_id)
         self.checkpoint_root = hook.root(self.checkpoint_root)
         storage = hook.storage(self.checkpoint_root, self.job_name)
-        now, started_ms = time.time(), self._started_after_ms()
-        health = judge_running_job(storage, started_ms, self.window(), now, self._epoch)
+        start_timeout = to_seconds(self.start_timeout, name="start_timeout")
+        health = judge_running_job(
+            storage, self._started_after_ms(), self.window(), time.time(), self._epoch, start_timeout
+        )
         self._epoch = health.details.get("epoch", self._epoch)  # later runs are not the one watched
         self.log.info("%s", health.message)
-        if health.state == "stalled":
-            raise AirflowException(f"{health.message}; stop it and restore from the latest checkpoint")
-        if health.state == "waiting" and now - started_ms / 1000 > to_seconds(self.start_timeout, name="start_timeout"):
-            raise AirflowException(not_started(self.job_name, to_seconds(self.start_timeout, name="start_timeout")))
+        if health.state in ("stalled", "not_started"):
+            raise AirflowException(health.message)
         done = health.state == "ended"
         return PokeReturnValue(is_done=done, xcom_value={**health.details, "status": health.state} if done else None)
 
@@ -184,8 +184,8 @@ class RunningJobHealthSensor(CheckpointHealthSensor):
         )
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
-        if event.get("status") == "stalled":
-            raise AirflowException(f"{event['message']}; stop it and restore from the latest checkpoint")
+        if event.get("status") in ("stalled", "not_started"):
+            raise AirflowException(event["message"])
         if event.get("status") != "ended":
             raise AirflowException(f"watching job {self.job_name!r} failed: {event.get('message')}")
         self.log.info("%s", event["message"])

@@ -16,28 +16,47 @@ from spark_checkpoint_runtime.layout import (
     CheckpointStorage,
     ControlChannel,
     LeaseFiles,
+    LeaseListing,
     find_completed_checkpoint,
 )
 
 
 @dataclass
 class RunHealth:
-    """One look at a running job: ``waiting`` (no run started since the watch began), ``running``,
-    ``ended`` (the run let go of the job, reported its end, or another run took it over) or ``stalled``."""
+    """One look at a running job: ``waiting`` (no run started since the watch began), ``not_started`` (none
+    within the start timeout), ``running``, ``ended`` (the run let go of the job, reported its end, or another
+    run took it over) or ``stalled``."""
 
     state: str
     message: str
     details: dict[str, Any] = field(default_factory=dict)
 
 
+def how_run_ended(storage: CheckpointStorage, listing: LeaseListing, epoch: int, run_key: str | None) -> str | None:
+    """How the run holding lease ``epoch`` ended, or None while it holds the job: ``taken over`` (a newer
+    epoch exists), the status of its run report, or ``released the job``."""
+    if listing.latest > epoch:
+        return "taken over"
+    report = ControlChannel(storage).run_report(run_key) if run_key else None
+    if report is not None:
+        return str(report.get("status", "reported"))
+    return "released the job" if epoch in listing.released else None
+
+
 def judge_running_job(
-    storage: CheckpointStorage, started_after_ms: int, window_s: float, now_s: float, epoch: int | None = None
+    storage: CheckpointStorage,
+    started_after_ms: int,
+    window_s: float,
+    now_s: float,
+    epoch: int | None = None,
+    start_timeout_s: float | None = None,
 ) -> RunHealth:
     """Judge the run that took the job's lease at or after ``started_after_ms`` (epoch ms), or, once known, the
     run of lease ``epoch`` (``details["epoch"]`` of an earlier judgement: a later run is another run).
 
     Progress is its newest completed checkpoint, or its start before it has one: a run with no progress for
-    longer than ``window_s`` has stalled (frozen, hung, or killed without a chance to let go).
+    longer than ``window_s`` has stalled (frozen, hung, or killed without a chance to let go). No run within
+    ``start_timeout_s`` of ``started_after_ms`` is ``not_started``.
     """
     lease = LeaseFiles(storage)
     listing = lease.listing()
@@ -45,16 +64,15 @@ def judge_running_job(
     grant = lease.read(watched) if watched else None
     started_ms = int(grant.get("acquired_ms", 0)) if grant else 0
     if epoch is None and (grant is None or started_ms < started_after_ms):
+        if start_timeout_s is not None and now_s - started_after_ms / 1000 > start_timeout_s:
+            return RunHealth("not_started", not_started(storage.job_name, start_timeout_s))
         return RunHealth("waiting", f"no run of job {storage.job_name!r} has started since the watch began")
     grant = grant or {}
     run_key = grant.get("run_key")
     details: dict[str, Any] = {"run_id": grant.get("run_id"), "run_key": run_key, "epoch": watched}
-    if listing.latest > watched:
-        return RunHealth("ended", f"run {grant.get('run_id')} was taken over", {**details, "run_status": "taken over"})
-    report = ControlChannel(storage).run_report(run_key) if run_key else None
-    if watched in listing.released or report is not None:
-        status = (report or {}).get("status", "released the job")
-        return RunHealth("ended", f"run {grant.get('run_id')} ended ({status})", {**details, "run_status": status})
+    ended = how_run_ended(storage, listing, watched, run_key)
+    if ended is not None:
+        return RunHealth("ended", f"run {grant.get('run_id')} ended ({ended})", {**details, "run_status": ended})
     latest = find_completed_checkpoint(storage, None, started_ms)
     progress_ms = max(started_ms, latest["completion_timestamp_ms"] if latest else 0)
     age = now_s - progress_ms / 1000
@@ -65,7 +83,8 @@ def judge_running_job(
             "stalled",
             f"job {storage.job_name!r} has stalled: run {grant.get('run_id')} (lease epoch {watched}, host "
             f"{grant.get('host', '?')}, pid {grant.get('pid', '?')}) made no progress for {format_duration(age)} "
-            f"(since {since}), longer than the {format_duration(window_s)} progress window",
+            f"(since {since}), longer than the {format_duration(window_s)} progress window; stop it and "
+            "restore from the latest checkpoint",
             details,
         )
     return RunHealth("running", f"run {grant.get('run_id')} is checkpointing", details)
@@ -75,7 +94,8 @@ class RunningJobHealthTrigger(BaseTrigger):
     """Watches a running job until it ends (``{"status": "ended"}``) or stalls (``{"status": "stalled"}``).
 
     It judges the run of lease ``epoch`` if given, else the first run found that started after
-    ``started_after_ms``. A job that never starts within ``start_timeout_s`` yields ``{"status": "error"}``.
+    ``started_after_ms``. A job that never starts within ``start_timeout_s`` yields ``{"status":
+    "not_started"}``, a failure to read storage ``{"status": "error"}``.
     """
 
     def __init__(
@@ -120,16 +140,18 @@ class RunningJobHealthTrigger(BaseTrigger):
             storage = await CheckpointStorageHook.astorage(self.storage_conn_id, self.checkpoint_root, self.job_name)
             epoch = self.epoch
             while True:
-                now = time.time()
                 health = await asyncio.to_thread(
-                    judge_running_job, storage, self.started_after_ms, self.window_s, now, epoch
+                    judge_running_job,
+                    storage,
+                    self.started_after_ms,
+                    self.window_s,
+                    time.time(),
+                    epoch,
+                    self.start_timeout_s,
                 )
                 epoch = health.details.get("epoch", epoch)
-                if health.state in ("ended", "stalled"):
+                if health.state in ("ended", "stalled", "not_started"):
                     yield TriggerEvent({**health.details, "status": health.state, "message": health.message})
-                    return
-                if health.state == "waiting" and now - self.started_after_ms / 1000 > self.start_timeout_s:
-                    yield TriggerEvent({"status": "error", "message": not_started(self.job_name, self.start_timeout_s)})
                     return
                 await asyncio.sleep(self.poke_interval)
         except Exception as exc:  # the sensor turns this into a clear task failure
