@@ -29,8 +29,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -41,6 +40,7 @@ sys.path.insert(0, str(REPO))
 from benchmarks import pipelines  # noqa: E402
 from benchmarks.provenance import write_result  # noqa: E402
 from examples.landing import Landing  # noqa: E402
+from examples.local_cluster import standalone_cluster  # noqa: E402
 
 SCALES = {
     # files, rows per file, distinct keys
@@ -376,23 +376,6 @@ def print_tables(results: dict[str, Any]) -> None:
                 f"{plain_ms:>23} {ours_ms:>22} "
                 f"{r['ratio_rows_per_second']:>10} {r['overhead_percent']:>10}  {r['pair_ratios']}"
             )
-
-
-@contextmanager
-def standalone_cluster(state: Path) -> Iterator[str]:
-    """A Master and two Workers on loopback for the benchmark's length; yields the master URL."""
-    import os
-    import subprocess
-
-    script = [str(REPO / "scripts" / "spark-cluster.sh")]
-    env = {**os.environ, "SPARK_CLUSTER_DIR": str(state)}
-    started = subprocess.run(["bash", *script, "start"], env=env, capture_output=True, text=True, timeout=300)
-    if started.returncode != 0:
-        raise RuntimeError(f"the cluster did not start:\n{started.stdout}{started.stderr}")
-    try:
-        yield started.stdout.strip().splitlines()[-1]
-    finally:
-        subprocess.run(["bash", *script, "stop"], env=env, capture_output=True, timeout=120)
 
 
 def main(argv: list[str] | None = None) -> int:

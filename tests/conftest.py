@@ -129,6 +129,26 @@ def job_args(job: str, root: Path, work: Path, landing: Landing, **extra: str) -
     return argv + ["--conf", f"spark.example.landing={landing.path}"]
 
 
+def continuous_counts_args(
+    job: str, root: Path, work: Path, landing: Landing, output: Path, batch_interval: str = "500ms", **extra: str
+) -> list[str]:
+    """``job_args`` for a continuous running count per key (update mode), published to Parquet in ``output``,
+    checkpointing every second: the stateful job most tests run beside something else."""
+    return job_args(
+        job,
+        root,
+        work,
+        landing,
+        pipeline="examples.pipelines:running_counts",
+        output_mode="update",
+        sink=f"parquet:{output}",
+        trigger="continuous",
+        batch_interval=batch_interval,
+        checkpoint_interval="1s",
+        **extra,
+    )
+
+
 def run_job(spark, job: str, tmp_path: Path, landing: Landing, **extra: str) -> dict:
     """Run the runtime in this process on the shared session; output goes to ``tmp_path/out``."""
     from spark_checkpoint_runtime.options import parse_options

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from examples.local_airflow import LocalAirflow
-from tests.conftest import REPO, Landing, job_args, start_module
+from tests.conftest import REPO, Landing, continuous_counts_args, start_module
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -133,17 +133,12 @@ def test_an_asset_watcher_turns_each_commit_of_a_running_job_into_an_event(tmp_p
         watching = "SELECT count(*) FROM trigger WHERE classpath LIKE '%CheckpointCommitTrigger'"
         airflow.wait_for(lambda: airflow.query(watching)[0][0] == 1, 180, "the watcher's trigger in the triggerer")
         landing.add_files(2)
-        args = job_args(
+        args = continuous_counts_args(
             "orders",
             root,
             tmp_path / "work",
             landing,
-            pipeline="examples.pipelines:running_counts",
-            output_mode="update",
-            sink=f"parquet:{output}",
-            trigger="continuous",
-            batch_interval="500ms",
-            checkpoint_interval="1s",
+            output,
             num_retained="100",  # every checkpoint an event named is still there to compare with
         )
         job = start_module(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)

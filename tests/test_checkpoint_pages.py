@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from examples.local_airflow import LocalAirflow
-from tests.conftest import REPO, Landing, completed_checkpoints, job_args, start_module, wait_for
+from tests.conftest import REPO, Landing, completed_checkpoints, continuous_counts_args, start_module, wait_for
 from tests.ui import Screenshots, headless_chromium, wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -84,18 +84,7 @@ def test_checkpoint_pages_show_history_savepoints_and_damage_behind_airflows_aut
     job_folder = root / "orders"
     landing.add_files(6)
     job = start_module(
-        job_args(
-            "orders",
-            root,
-            work,
-            landing,
-            pipeline="examples.pipelines:running_counts",
-            output_mode="update",
-            sink=f"parquet:{tmp_path / 'out'}",
-            trigger="continuous",
-            batch_interval="300ms",
-            checkpoint_interval="1s",
-        ),
+        continuous_counts_args("orders", root, work, landing, tmp_path / "out", batch_interval="300ms"),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         start_new_session=True,

@@ -15,7 +15,6 @@ import json
 import os
 import random
 import signal
-import subprocess
 import time
 from pathlib import Path
 
@@ -23,8 +22,9 @@ import psutil
 import pytest
 
 from examples.local_airflow import LocalAirflow
+from examples.local_cluster import standalone_cluster
 from spark_checkpoint_runtime.layout import CheckpointStorage, ControlChannel, LeaseFiles
-from tests.conftest import REPO, Landing, final_counts, job_args, spark_submit, wait_for
+from tests.conftest import REPO, Landing, continuous_counts_args, final_counts, spark_submit, wait_for
 from tests.test_chaos import RANDOM, SEED, _assert_exactly_once, run_chain
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -64,16 +64,11 @@ def _parent_pid(process: psutil.Process) -> int | None:
 def cluster(tmp_path_factory) -> Cluster:
     """A standalone cluster for this module; its master URL."""
     state = tmp_path_factory.mktemp("spark-cluster")
-    env = {**os.environ, "SPARK_CLUSTER_DIR": str(state)}
-    script = str(REPO / "scripts" / "spark-cluster.sh")
-    started = subprocess.run(["bash", script, "start"], env=env, capture_output=True, text=True, timeout=300)
-    assert started.returncode == 0, started.stdout + started.stderr
-    master = started.stdout.strip().splitlines()[-1]
-    assert master.startswith("spark://127.0.0.1:"), master
-    running = Cluster(master)
-    running.state = state
-    yield running
-    subprocess.run(["bash", script, "stop"], env=env, capture_output=True, timeout=120)
+    with standalone_cluster(state) as master:
+        assert master.startswith("spark://127.0.0.1:"), master
+        running = Cluster(master)
+        running.state = state
+        yield running
     assert not [p for p in psutil.process_iter(["cmdline"]) if str(state) in " ".join(p.info["cmdline"] or [])]
 
 
@@ -104,18 +99,7 @@ def test_counts_stay_exact_when_an_executor_and_then_a_worker_die(cluster: Clust
     root, output, log = tmp_path / "root", tmp_path / "out", tmp_path / "job.log"
     storage = CheckpointStorage(str(root), "cluster-counts")
     landing.add_files(3)
-    args = job_args(
-        "cluster-counts",
-        root,
-        tmp_path / "work",
-        landing,
-        pipeline="examples.pipelines:running_counts",
-        output_mode="update",
-        sink=f"parquet:{output}",
-        trigger="continuous",
-        batch_interval="500ms",
-        checkpoint_interval="1s",
-    )
+    args = continuous_counts_args("cluster-counts", root, tmp_path / "work", landing, output)
     job = spark_submit(args, log, master=cluster)
 
     def checkpoints() -> int:

@@ -11,8 +11,8 @@ from spark_checkpoint_runtime.layout import CheckpointStorage, ControlChannel
 from tests.conftest import (
     Landing,
     completed_checkpoints,
+    continuous_counts_args,
     final_counts,
-    job_args,
     start_module,
     wait_for,
 )
@@ -71,17 +71,8 @@ def test_restore_automation(tmp_path: Path, landing: Landing):
 
 def _start_v1(tmp_path: Path, landing: Landing) -> subprocess.Popen:
     """v1 of the job, running continuously in its own process (what the upgrade DAG finds running)."""
-    args = job_args(
-        "counts",
-        tmp_path / "root",
-        tmp_path / "work",
-        landing,
-        pipeline="examples.pipelines:running_counts",
-        output_mode="update",
-        sink=f"parquet:{tmp_path / 'out'}",
-        trigger="continuous",
-        batch_interval="200ms",
-        checkpoint_interval="1s",
+    args = continuous_counts_args(
+        "counts", tmp_path / "root", tmp_path / "work", landing, tmp_path / "out", batch_interval="200ms"
     )
     # The same Spark settings as the example DAG's new version (a different shuffle partition count
     # would rightly be refused as incompatible).
