@@ -130,15 +130,20 @@ def run_ours(
     max_duration: str | None = None,
     per_trigger: int = 4,
     pipeline: str | None = None,
+    root: str | None = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Our runtime in the same session: checkpoints to a local root, two-phase Parquet sink."""
+    """Our runtime in the same session: checkpoints to ``root`` (default a local folder), two-phase Parquet sink."""
+    from spark_checkpoint_runtime.layout import CheckpointStorage
     from spark_checkpoint_runtime.options import options_from_mapping
     from spark_checkpoint_runtime.streaming_job import StreamingJob
 
+    root = root or str(work / "root")
     options = options_from_mapping(
         {
             "job_name": "bench",
-            "checkpoint_root": str(work / "root"),
+            "checkpoint_root": root,
+            "storage_options": storage_options or {},
             "working_dir": str(work / "work"),
             "pipeline": f"benchmarks.pipelines:{_pipeline(stateful, pipeline)}",
             "sink": f"parquet:{work / 'out'}",
@@ -153,9 +158,15 @@ def run_ours(
     started = time.perf_counter()
     result = StreamingJob(options, spark).run()
     elapsed = time.perf_counter() - started
-    found = (work / "root" / "bench").glob("chk-*/_metadata")
-    metas = sorted((json.loads(p.read_text()) for p in found), key=lambda m: m["id"])
-    return {"seconds": elapsed, "rows": result["rows"], "batches": result["batches"], "checkpoints": metas}
+    completed = CheckpointStorage(root, "bench", storage_options).completed_checkpoints()
+    metas = sorted((json.loads(m.to_json()) for m in completed), key=lambda m: m["id"])
+    return {
+        "seconds": elapsed,
+        "rows": result["rows"],
+        "batches": result["batches"],
+        "checkpoints": metas,
+        "started_at": time.time() - elapsed,
+    }
 
 
 def overhead(spark: Any, base: Path, scale: str, rounds: int) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -42,6 +43,8 @@ class CountingS3Server:
     def __init__(self, bucket: str = "checkpoints"):
         self.bucket = bucket
         self.counts: Counter[str] = Counter()
+        # Every request's wall-clock time and kind since the last reset: splits a run into its phases.
+        self.timeline: list[tuple[float, str]] = []
         self._lock = threading.Lock()
         self._server: Any = None
         self._thread: threading.Thread | None = None
@@ -62,6 +65,7 @@ class CountingS3Server:
             )
             with self._lock:
                 self.counts[kind] += 1
+                self.timeline.append((time.time(), kind))
             return app(environ, start_response)
 
         return middleware
@@ -94,9 +98,17 @@ class CountingS3Server:
     def reset(self) -> None:
         with self._lock:
             self.counts.clear()
+            self.timeline.clear()
 
     def snapshot(self) -> dict[str, int]:
         """Requests by kind since the last ``reset``, with ``total``."""
         with self._lock:
             counts = {kind: self.counts.get(kind, 0) for kind in KINDS}
+        return {**counts, "total": sum(counts.values())}
+
+    def between(self, start: float, end: float) -> dict[str, int]:
+        """Requests by kind, with ``total``, that arrived from ``start`` to ``end`` (``time.time()`` seconds)."""
+        with self._lock:
+            found = Counter(kind for at, kind in self.timeline if start <= at <= end)
+        counts = {kind: found.get(kind, 0) for kind in KINDS}
         return {**counts, "total": sum(counts.values())}

@@ -10,15 +10,22 @@ lands and both restart to process it, alternating which goes first:
 - plain Spark restarts from its own intact checkpoint folder;
 - ours restores from the latest checkpoint in our storage into a fresh working folder.
 
-Reported per size: restore (wall time of that restart, ours/plain); and the checkpoint ours takes after
-the batch: capture (synchronous, on the coordinator thread beside the batches), upload (asynchronous),
-bytes written against the state and against the state files that batch changed, and Spark's own
-``walCommit`` + ``commitOffsets`` for the same batch.
+Reported per size:
 
-With ``--store rocksdb`` both sides run the RocksDB state store, and each restart also measures, from a listing
-of plain Spark's own checkpoint folder taken before and after it (outside our runtime), the bytes RocksDB
-newly wrote there for the same change: new SST files, and all new state files (SSTs, zips). Ours' bytes
-written per checkpoint are reported against both.
+- restore: the wall time of each restart on both sides; the ratio of the medians (ours/plain), the median of
+  the per-restart ratios, and every per-restart ratio;
+- the checkpoint ours takes after the batch: capture (synchronous, on the coordinator thread beside the
+  batches), upload (asynchronous), and Spark's own ``walCommit`` + ``commitOffsets`` for the same batch;
+- bytes: what ours wrote for that checkpoint, against the full state and against what Spark itself wrote
+  for the same change. The latter is measured outside our runtime: a listing of plain Spark's own
+  checkpoint folder before and after its restart, counting the state files that restart newly wrote there
+  (delta and snapshot files with the HDFS-backed store; SSTs and zips with RocksDB, SSTs also on their own).
+
+``--store rocksdb`` runs the RocksDB state store on both sides. ``--root s3`` puts ours' checkpoint root on a
+loopback S3 server (moto, ``benchmarks.s3_requests``) that counts requests: each restart then restores from
+S3, and its requests are split by phase (restore and batch; the checkpoint's upload; after it: ``_metadata``,
+the lease fence, retention, publishing and the run's end). Plain Spark stays on local disk (it cannot reach
+S3 without hadoop-aws), so there the restore ratio includes downloading the state.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.provenance import write_result  # noqa: E402
 from benchmarks.run import make_session, run_ours, run_plain  # noqa: E402
+from benchmarks.s3_requests import CountingS3Server  # noqa: E402
 
 PIPELINE = "wide_stateful"
 BYTES_PER_KEY = 140  # state on disk per key of the wide query, measured (LZ4-compressed delta files)
@@ -76,16 +84,28 @@ def cold_start(spark: Any) -> None:
     jvm.System.gc()
 
 
-def measure(spark: Any, base: Path, size_mb: float, rounds: int) -> dict[str, Any]:
-    """Build a state of about ``size_mb`` on both sides, then ``rounds`` restarts after a 1 % change."""
+def measure(spark: Any, base: Path, size_mb: float, rounds: int, s3: CountingS3Server | None = None) -> dict[str, Any]:
+    """Build a state of about ``size_mb`` on both sides, then ``rounds`` restarts after a 1 % change.
+
+    With ``s3``, ours' checkpoint root is on that server and each restart's requests are counted by phase.
+    """
     keys = max(100, int(size_mb * 1_000_000 / BYTES_PER_KEY))
     landing = base / "landing"
     write_events(spark, landing, "full", 0, range(keys))
     options = {"per_trigger": 1, "pipeline": PIPELINE}
+    if s3 is not None:
+        options_ours = {"root": f"s3://{s3.bucket}/{base.name}-{time.time_ns()}", "storage_options": s3.options}
+    else:
+        options_ours = {}
 
     def start(side: str) -> dict[str, Any]:
         if side == "ours":
-            return run_ours(spark, landing, base / side, True, **options)
+            if s3 is not None:
+                s3.reset()
+            result = run_ours(spark, landing, base / side, True, **options, **options_ours)
+            if s3 is not None:
+                result["requests"] = _requests_by_phase(s3, result)
+            return result
         before = _state_listing(base / "plain" / "spark-checkpoint")
         result = run_plain(spark, landing, base / side, True, **options)
         new = {p: n for p, n in _state_listing(base / "plain" / "spark-checkpoint").items() if p not in before}
@@ -109,6 +129,8 @@ def measure(spark: Any, base: Path, size_mb: float, rounds: int) -> dict[str, An
     def median(field: str) -> float:
         return round(statistics.median(s[field] for s in samples), 3)
 
+    ratios = [round(s["restore_ours_seconds"] / s["restore_plain_seconds"], 3) for s in samples]
+    written_to_native = [s["bytes_written"] / s["native_new_bytes"] for s in samples]
     return {
         "size_mb_target": size_mb,
         "keys": keys,
@@ -118,43 +140,59 @@ def measure(spark: Any, base: Path, size_mb: float, rounds: int) -> dict[str, An
         "build_ours_seconds": round(build_ours["seconds"], 2),
         "restore_plain_seconds": median("restore_plain_seconds"),
         "restore_ours_seconds": median("restore_ours_seconds"),
-        "restore_ratio": round(
-            statistics.median(s["restore_ours_seconds"] / s["restore_plain_seconds"] for s in samples), 3
-        ),
+        "restore_ratio_of_medians": round(median("restore_ours_seconds") / median("restore_plain_seconds"), 3),
+        "restore_median_of_ratios": round(statistics.median(ratios), 3),
+        "restore_ratios": ratios,
         "capture_ms": median("capture_ms"),
         "upload_ms": median("upload_ms"),
         "spark_wal_plus_commit_ms": median("spark_wal_plus_commit_ms"),
         "bytes_written": int(median("bytes_written")),
-        "changed_state_file_bytes": int(median("changed_state_file_bytes")),
         "written_to_state_ratio": round(statistics.median(s["bytes_written"] / s["state_bytes"] for s in samples), 4),
-        "written_to_changed_state_ratio": round(
-            statistics.median(s["bytes_written"] / max(s["changed_state_file_bytes"], 1) for s in samples), 2
-        ),
-        "restore_ratio_of_medians": round(median("restore_ours_seconds") / median("restore_plain_seconds"), 3),
-        "restore_ratio_spread": [
-            round(min(s["restore_ours_seconds"] / s["restore_plain_seconds"] for s in samples), 3),
-            round(max(s["restore_ours_seconds"] / s["restore_plain_seconds"] for s in samples), 3),
-        ],
-        **_native_ratios(samples),
+        "native_new_bytes": int(median("native_new_bytes")),
+        "written_to_native_ratio": round(statistics.median(written_to_native), 3),
+        "written_to_native_ratio_max": round(max(written_to_native), 3),
+        **_sst_ratios(samples),
+        **_request_phases(samples),
         "samples": samples,
     }
 
 
-def _native_ratios(samples: list[dict[str, Any]]) -> dict[str, Any]:
-    """RocksDB only: ours' bytes written per checkpoint against what RocksDB newly wrote in plain Spark's folder."""
+def _requests_by_phase(s3: CountingS3Server, ours: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """Split one restart's S3 requests at its last checkpoint's trigger and completion."""
+    latest = ours["checkpoints"][-1]
+    trigger, completion = latest["trigger_timestamp_ms"] / 1000, latest["completion_timestamp_ms"] / 1000
+    ended = ours["started_at"] + ours["seconds"]
+    return {
+        "restore_and_batch": s3.between(0, trigger - 1e-6),
+        "checkpoint_upload": s3.between(trigger, completion),
+        "after_completion": s3.between(completion + 1e-6, ended),
+    }
+
+
+def _request_phases(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """S3 only: the median restart's requests per phase (the sample with the median total)."""
+    counted = [s["requests"] for s in samples if s.get("requests")]
+    if not counted:
+        return {}
+    return {
+        "requests_median": {
+            phase: {kind: int(statistics.median(c[phase][kind] for c in counted)) for kind in counted[0][phase]}
+            for phase in counted[0]
+        }
+    }
+
+
+def _sst_ratios(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """RocksDB only: ours' bytes written per checkpoint against the SST files RocksDB newly wrote."""
     if not all(s.get("native_new_sst_bytes") for s in samples):
         return {}
     return {
-        "native_new_bytes": int(statistics.median(s["native_new_bytes"] for s in samples)),
         "native_new_sst_bytes": int(statistics.median(s["native_new_sst_bytes"] for s in samples)),
         "written_to_native_sst_ratio": round(
             statistics.median(s["bytes_written"] / s["native_new_sst_bytes"] for s in samples), 3
         ),
         "written_to_native_sst_ratio_max": round(
             max(s["bytes_written"] / s["native_new_sst_bytes"] for s in samples), 3
-        ),
-        "written_to_native_ratio": round(
-            statistics.median(s["bytes_written"] / s["native_new_bytes"] for s in samples), 3
         ),
     }
 
@@ -172,59 +210,41 @@ def _state_listing(checkpoint: Path) -> dict[str, int]:
 
 
 def _sample(plain: dict[str, Any], ours: dict[str, Any], changed_keys: int) -> dict[str, Any]:
-    """One restart: times on both sides, and ours' checkpoint of the changed batch against the one before."""
-    latest, previous = ours["checkpoints"][-1], ours["checkpoints"][-2]
-    before = {f["path"] for f in previous["files"]}
-    changed_state = sum(
-        f["size"] for f in latest["files"] if f["target"].startswith("state/") and f["path"] not in before
-    )
+    """One restart: times on both sides, ours' checkpoint of the changed batch, and what Spark itself wrote."""
+    latest = ours["checkpoints"][-1]
     return {
         "changed_keys": changed_keys,
         "restore_plain_seconds": plain["seconds"],
         "restore_ours_seconds": ours["seconds"],
         "state_bytes": latest["state_bytes"],
         "bytes_written": latest["bytes_written"],
-        "changed_state_file_bytes": changed_state,
         "capture_ms": latest["durations_ms"]["capture"],
         "upload_ms": latest["durations_ms"]["upload"],
         "spark_wal_plus_commit_ms": statistics.median(plain["spark_commit_ms"] or [0]),
-        "native_new_bytes": plain.get("native_new_bytes"),
-        "native_new_sst_bytes": plain.get("native_new_sst_bytes"),
+        "native_new_bytes": plain["native_new_bytes"],
+        "native_new_sst_bytes": plain["native_new_sst_bytes"],
+        **({"requests": ours["requests"]} if "requests" in ours else {}),
     }
 
 
-def print_rocksdb_table(results: list[dict[str, Any]]) -> None:
-    print("\n== RocksDB: bytes written per checkpoint against what RocksDB newly wrote (median of the restarts)")
-    print(
-        f"{'state MB':>9} {'changed':>8} {'ours written KB':>15} {'native new SST KB':>17} {'ours/SST':>8} "
-        f"{'ours/SST max':>12} {'native new KB':>13} {'ours/native':>11} {'written/state':>13} "
-        f"{'restore ours/plain':>18}"
-    )
-    for r in results:
-        if "native_new_sst_bytes" not in r:
-            continue
-        print(
-            f"{r['state_bytes'] / 1e6:>9.1f} {r['changed_keys']:>8} {r['bytes_written'] / 1e3:>15.1f} "
-            f"{r['native_new_sst_bytes'] / 1e3:>17.1f} {r['written_to_native_sst_ratio']:>8} "
-            f"{r['written_to_native_sst_ratio_max']:>12} {r['native_new_bytes'] / 1e3:>13.1f} "
-            f"{r['written_to_native_ratio']:>11} {r['written_to_state_ratio']:>13} {r['restore_ratio_of_medians']:>18}"
-        )
-
-
 def print_table(results: list[dict[str, Any]]) -> None:
-    print("\n== checkpoint cost and restore against state size (median of the restarts)")
+    print("\n== checkpoint cost and restore against state size (medians of the restarts)")
     print(
-        f"{'state MB':>9} {'keys':>10} {'changed':>8} {'written KB':>11} {'changed KB':>11} {'written/changed':>15} "
-        f"{'capture ms':>10} {'upload ms':>9} {'spark wal+commit ms':>19} {'restore plain s':>15} "
-        f"{'restore ours s':>14} {'ours/plain':>10}"
+        f"{'state MB':>9} {'changed':>8} {'written KB':>11} {'spark wrote KB':>14} {'written/spark':>13} "
+        f"{'written/state':>13} {'capture ms':>10} {'upload ms':>9} {'restore plain s':>15} "
+        f"{'restore ours s':>14} {'ratio of medians':>16}  per-restart ratios"
     )
     for r in results:
         print(
-            f"{r['state_bytes'] / 1e6:>9.1f} {r['keys']:>10} {r['changed_keys']:>8} {r['bytes_written'] / 1e3:>11.1f} "
-            f"{r['changed_state_file_bytes'] / 1e3:>11.1f} {r['written_to_changed_state_ratio']:>15} "
-            f"{r['capture_ms']:>10} {r['upload_ms']:>9} {r['spark_wal_plus_commit_ms']:>19} "
-            f"{r['restore_plain_seconds']:>15} {r['restore_ours_seconds']:>14} {r['restore_ratio']:>10}"
+            f"{r['state_bytes'] / 1e6:>9.1f} {r['changed_keys']:>8} {r['bytes_written'] / 1e3:>11.1f} "
+            f"{r['native_new_bytes'] / 1e3:>14.1f} {r['written_to_native_ratio']:>13} "
+            f"{r['written_to_state_ratio']:>13} {r['capture_ms']:>10} {r['upload_ms']:>9} "
+            f"{r['restore_plain_seconds']:>15} {r['restore_ours_seconds']:>14} "
+            f"{r['restore_ratio_of_medians']:>16}  {r['restore_ratios']}"
         )
+        for phase, counts in r.get("requests_median", {}).items():
+            kinds = ", ".join(f"{k} {v}" for k, v in counts.items() if v and k != "total")
+            print(f"{'':>9} S3 requests, {phase}: {counts['total']} ({kinds})")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -232,28 +252,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes-mb", default="10,100,1000", help="comma-separated state sizes in MB")
     parser.add_argument("--rounds", type=int, default=5, help="restarts per size")
     parser.add_argument("--store", choices=("hdfs", "rocksdb"), default="hdfs", help="the state store both sides use")
-    parser.add_argument("--out", help="JSON results (default benchmarks/state_size[_rocksdb].json)")
+    parser.add_argument("--root", choices=("local", "s3"), default="local", help="where ours keeps its checkpoints")
+    parser.add_argument("--out", help="JSON results (default benchmarks/state_size[_rocksdb][_s3].json)")
     args = parser.parse_args(argv)
-    suffix = "" if args.store == "hdfs" else f"_{args.store}"
+    suffix = ("" if args.store == "hdfs" else f"_{args.store}") + ("" if args.root == "local" else f"_{args.root}")
     args.out = args.out or str(REPO / "benchmarks" / f"state_size{suffix}.json")
     sizes = [float(s) for s in args.sizes_mb.split(",") if s.strip()]
     # The state store keeps every key in the driver's heap (local mode), a few versions at a time.
     spark = make_session(driver_memory=f"{min(16, max(2, math.ceil(max(sizes) * 12 / 1000)))}g")
     if args.store == "rocksdb":
         spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
+    s3 = CountingS3Server().start() if args.root == "s3" else None
+    if s3 is not None:
+        import logging
+
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request
     base = Path(tempfile.mkdtemp(prefix="checkpoint-state-size-"))
     results = []
     try:
         for size in sizes:
             started = time.monotonic()
-            results.append(measure(spark, base / f"{size:g}mb", size, args.rounds))
+            results.append(measure(spark, base / f"{size:g}mb", size, args.rounds, s3))
             print(f"size {size:g} MB measured in {time.monotonic() - started:.0f} s", flush=True)
     finally:
         shutil.rmtree(base, ignore_errors=True)
         spark.stop()
+        if s3 is not None:
+            s3.stop()
     print_table(results)
-    print_rocksdb_table(results)
-    write_result(args.out, {"rounds": args.rounds, "store": args.store, "sizes": results})
+    write_result(args.out, {"rounds": args.rounds, "store": args.store, "root": args.root, "sizes": results})
     print(f"\nwrote {args.out}")
     return 0
 

@@ -32,9 +32,32 @@ def test_state_size_measures_checkpoint_cost_and_restore(spark, tmp_path):
 
     result = measure(spark, tmp_path, 0.07, 1)  # 500 keys, 5 of them changed
     assert result["keys"] == 500 and result["changed_keys"] == 5
-    assert 0 < result["changed_state_file_bytes"] <= result["bytes_written"] < result["state_bytes"]
+    # What Spark itself wrote for the change, from a listing of its own folder: delta files, not nothing.
+    assert 0 < result["native_new_bytes"] < result["state_bytes"]
+    assert 0 < result["bytes_written"] < result["state_bytes"]
+    written_to_native = result["bytes_written"] / result["native_new_bytes"]
+    assert result["written_to_native_ratio"] == pytest.approx(written_to_native, rel=0.01)
     assert result["restore_plain_seconds"] > 0 and result["restore_ours_seconds"] > 0
+    assert result["restore_ratios"] == [
+        pytest.approx(result["restore_ours_seconds"] / result["restore_plain_seconds"], abs=0.002)
+    ]
     assert result["capture_ms"] >= 0 and result["upload_ms"] >= 0
+
+
+def test_state_size_on_s3_counts_each_phase_of_a_restart(spark, tmp_path):
+    from benchmarks.s3_requests import CountingS3Server
+    from benchmarks.state_size import measure
+
+    s3 = CountingS3Server().start()
+    try:
+        result = measure(spark, tmp_path / "s3", 0.07, 1, s3)
+    finally:
+        s3.stop()
+    phases = result["requests_median"]
+    assert set(phases) == {"restore_and_batch", "checkpoint_upload", "after_completion"}
+    assert phases["restore_and_batch"]["GET"] > 0  # the state came down from S3
+    assert phases["checkpoint_upload"]["PUT"] > 0  # the changed state went up
+    assert phases["after_completion"]["PUT"] > 0  # at least the _metadata
 
 
 def test_retention_at_scale_makes_one_list_call():
