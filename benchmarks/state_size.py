@@ -1,6 +1,7 @@
 """Checkpoint cost and restore time against state size, with plain Spark measured in the same run.
 
-    .venv/bin/python -m benchmarks.state_size [--sizes-mb 10,100,1000] [--rounds 3] [--store hdfs|rocksdb]
+    .venv/bin/python -m benchmarks.state_size [--sizes-mb 10,100,1000] [--rounds 9] [--store hdfs|rocksdb]
+        [--root local|s3]
 
 For each size, a wide stateful query (a count and the newest 128-character payload per key, about 140
 bytes of state per key on disk) first builds the whole state from Parquet input, once on plain Spark
@@ -250,7 +251,7 @@ def print_table(results: list[dict[str, Any]]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.state_size", description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes-mb", default="10,100,1000", help="comma-separated state sizes in MB")
-    parser.add_argument("--rounds", type=int, default=5, help="restarts per size")
+    parser.add_argument("--rounds", type=int, default=9, help="restarts per size")
     parser.add_argument("--store", choices=("hdfs", "rocksdb"), default="hdfs", help="the state store both sides use")
     parser.add_argument("--root", choices=("local", "s3"), default="local", help="where ours keeps its checkpoints")
     parser.add_argument("--out", help="JSON results (default benchmarks/state_size[_rocksdb][_s3].json)")

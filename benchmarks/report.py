@@ -1,0 +1,422 @@
+"""The README's benchmark tables, generated from the benchmarks' JSON files so they cannot drift.
+
+    .venv/bin/python -m benchmarks.report           # rewrite every generated table in README.md
+    .venv/bin/python -m benchmarks.report --check   # exit 1 if README.md differs from the JSON
+
+Each table sits in README.md between ``<!-- begin generated: NAME -->`` and ``<!-- end generated: NAME -->``,
+indented like its opening marker, and ends with a line naming the JSON file and its provenance (commit,
+date, machine). The goals table judges each goal from the same files: a goal is "met" only when every
+measured case meets it. The test suite runs ``--check``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+README = REPO / "README.md"
+RESULTS = REPO / "benchmarks"
+
+MARKER = re.compile(
+    r"^(?P<indent>[ \t]*)<!-- begin generated: (?P<name>[\w-]+) -->\n.*?^[ \t]*<!-- end generated: (?P=name) -->$",
+    re.M | re.S,
+)
+
+# S3 Standard, us-east-1, published prices per 1,000 requests (deletes are free).
+S3_PRICE_PER_1000 = {"LIST": 0.005, "PUT": 0.005, "COPY": 0.005, "GET": 0.0004, "HEAD": 0.0004}
+
+OVERHEAD_GOAL_PERCENT = 5.0
+BYTES_GOAL_RATIO = 1.5
+RESTORE_GOAL_RATIO = 1.1
+IDLE_GOAL_PER_DAY = 20_000
+ANSWER_GOAL_SECONDS = 10.0
+BATCH_PATH_GOAL_MS = 50
+
+
+def load(name: str) -> dict[str, Any]:
+    """One benchmark's JSON under ``benchmarks/``."""
+    return json.loads((RESULTS / name).read_text())
+
+
+# --- formatting ---------------------------------------------------------------------------------------
+
+
+def num(value: float, digits: int = 0) -> str:
+    """A number with thousands separators: ``12,345`` or ``1.23``."""
+    return f"{value:,.{digits}f}"
+
+
+def kib(value: float) -> str:
+    return f"{num(value / 1e3, 1)} KB"
+
+
+def mb(value: float) -> str:
+    return f"{num(value / 1e6, 1)} MB"
+
+
+def kinds(counts: dict[str, int]) -> str:
+    """``LIST 3, GET 1``: the request kinds that occurred."""
+    return ", ".join(f"{kind} {count:,}" for kind, count in counts.items() if count and kind != "total")
+
+
+def dollars(counts: dict[str, float]) -> float:
+    return sum(S3_PRICE_PER_1000.get(kind, 0.0) * count / 1000 for kind, count in counts.items() if kind != "total")
+
+
+def table(header: list[str], rows: list[list[str]], align: str | None = None) -> list[str]:
+    """A Markdown table; ``align`` has one letter per column: ``l`` left, ``r`` right."""
+    align = align or "l" + "r" * (len(header) - 1)
+    rule = ["---:" if a == "r" else "---" for a in align]
+    return ["| " + " | ".join(cells) + " |" for cells in (header, rule, *rows)]
+
+
+def source(name: str, data: dict[str, Any], command: str) -> str:
+    """The line under a table: the command, the JSON file and where and when it was measured."""
+    found = data.get("provenance")
+    if not found:
+        where = "no provenance recorded (measured before the benchmarks recorded it)"
+    else:
+        machine = found["machine"]
+        dirty = " with uncommitted changes" if found.get("dirty") else ""
+        versions = found["versions"]
+        where = (
+            f"measured {found['measured_at'][:10]} at commit {found['commit']}{dirty}; {machine['cpus']} CPUs, "
+            f"{machine['memory_gib']} GiB; Spark {versions.get('pyspark')}, Python {versions.get('python')}"
+        )
+    return f"<sub>`{command}` → `benchmarks/{name}`: {where}.</sub>"
+
+
+# --- the tables ---------------------------------------------------------------------------------------
+
+
+def request_cost() -> list[str]:
+    data = load("request_cost.json")
+    storage, job = data["storage"], data["running_job"]
+    rows = [[name, num(c["total"]), kinds(c)] for name, c in storage.items()]
+    busy = job["checkpoints_while_busy"]
+    rows.append(
+        [
+            "a checkpoint while data arrives, net of the idle rate",
+            num(job["requests_per_checkpoint_net_of_idle"]),
+            f"({busy['checkpoints']} checkpoints in {busy['seconds']:g} s: {busy['requests']['total']} requests, "
+            f"{kinds(busy['requests'])}, less the idle rate)",
+        ]
+    )
+    for name, aged in job.get("checkpoint_by_age", {}).items():
+        rows.append([f"a checkpoint, {name}", num(aged["per_checkpoint"], 1), kinds(aged["per_checkpoint_by_kind"])])
+    rows.append(
+        ["one savepoint, net of idle", num(job["savepoint"]["net_of_idle"]), kinds(job["savepoint"]["requests"])]
+    )
+    idle = job["idle"]
+    per_day = {k: v * 86400 / idle["seconds"] for k, v in idle["requests"].items()}
+    rows.append(["**a running job, idle, per day**", f"**{num(idle['per_day'])}**", kinds(_rounded(per_day))])
+    rows.append(
+        [
+            "beside it, its Airflow task's kill watch, per day",
+            num(idle["job_task_kill_watch_per_day"]),
+            "GET (one small read a minute)",
+        ]
+    )
+    money = dollars(per_day) + dollars({"GET": idle["job_task_kill_watch_per_day"]})
+    return [
+        *table(["operation", "requests", "by kind"], rows, "lrl"),
+        "",
+        f"Idle, with its kill watch: {num(idle['per_day_with_job_task'])} requests a day, ${num(money, 2)} a day, "
+        f"${num(money * 30, 2)} a month at S3 Standard's published prices (LIST and PUT $0.005 per 1,000; GET "
+        f"and HEAD $0.0004 per 1,000; deletes free). Requests answered after: savepoint "
+        f"{job['answered_seconds']['savepoint']:g} s, stop {job['answered_seconds']['stop']:g} s.",
+        "",
+        source("request_cost.json", data, "python -m benchmarks.request_cost"),
+    ]
+
+
+def _rounded(counts: dict[str, float]) -> dict[str, int]:
+    return {kind: round(value) for kind, value in counts.items()}
+
+
+def _continuous_rows(continuous: dict[str, Any], with_overhead: bool) -> list[list[str]]:
+    rows = []
+    for name, r in continuous.items():
+        case = _case(name)
+        row = [
+            case,
+            num(r["plain_rows_per_second"]),
+            num(r["ours_rows_per_second"]),
+            f"{r['plain_batch_ms_median']} / {r['plain_batch_ms_p95']}",
+            f"{r['ours_batch_ms_median']} / {r['ours_batch_ms_p95']}",
+            f"{r['ratio_rows_per_second']:.3f}",
+        ]
+        if with_overhead:
+            row.append(f"{r['overhead_percent']:.1f} %")
+        row.append(", ".join(f"{p:.2f}" for p in r["pair_ratios"]))
+        rows.append(row)
+    return rows
+
+
+def _case(name: str) -> str:
+    """``stateful @ 10s`` as the README writes it: ``stateful @ 10 s``."""
+    return re.sub(r"@ (\d+)s$", r"@ \1 s", name)
+
+
+def _available_now_rows(overhead: dict[str, Any], rows_per_second: bool) -> list[list[str]]:
+    rows = []
+    for name, r in overhead.items():
+        row = [name, f"{r['plain_seconds']:.2f}", f"{r['ours_seconds']:.2f}", f"{r['ratio_wall_time']:.2f}"]
+        if rows_per_second:
+            row += [num(r["plain_rows_per_second"]), num(r["ours_rows_per_second"])]
+        rows.append(row)
+    return rows
+
+
+def overhead(name: str, rows_per_second: bool) -> list[str]:
+    data = load(name)
+    rounds, seconds = data["rounds"], data["continuous_seconds"]
+    cluster = " --cluster" if data.get("master", "local").startswith("standalone") else ""
+    command = f"python -m benchmarks.run{cluster} --rounds {rounds} --continuous-seconds {seconds:g}"
+    header = [
+        f"available-now, {num(next(iter(data['overhead'].values()))['rows'])} rows, median of {rounds} A/B rounds"
+    ]
+    header += ["plain s", "ours s", "ours/plain (wall)"] + (["rows/s plain", "rows/s ours"] if rows_per_second else [])
+    pairs = len(next(iter(data["continuous"].values()))["pair_ratios"])
+    continuous = [f"continuous, {seconds:g} s runs", "rows/s plain", "rows/s ours", "batch ms p50/p95 plain"]
+    continuous += ["batch ms p50/p95 ours", "ours/plain"] + (["overhead"] if rows_per_second else [])
+    continuous += [f"the {pairs} pairs"]
+    return [
+        *table(header, _available_now_rows(data["overhead"], rows_per_second)),
+        "",
+        *table(
+            continuous, _continuous_rows(data["continuous"], rows_per_second), "l" + "r" * (len(continuous) - 2) + "l"
+        ),
+        "",
+        source(name, data, command),
+    ]
+
+
+def _restore_ratios(size: dict[str, Any]) -> list[float]:
+    return [s["restore_ours_seconds"] / s["restore_plain_seconds"] for s in size["samples"]]
+
+
+def _ratio_of_medians(size: dict[str, Any]) -> float:
+    return size["restore_ours_seconds"] / size["restore_plain_seconds"]
+
+
+def state_size(name: str) -> list[str]:
+    data = load(name)
+    sizes = ",".join(f"{size['size_mb_target']:g}" for size in data["sizes"])
+    command = f"python -m benchmarks.state_size --sizes-mb {sizes} --rounds {data['rounds']}"
+    command += "".join(
+        f" --{key} {data[key]}" for key in ("store", "root") if data.get(key, "hdfs") not in ("hdfs", "local")
+    )
+    rocksdb = data.get("store") == "rocksdb"
+    header = ["state", "1 % changed", "ours written per checkpoint", "Spark itself wrote", "ours / Spark"]
+    header += ["native new SST", "ours / SST"] if rocksdb else []
+    header += ["written / state", "capture ms", "upload ms", "restore plain s", "restore ours s"]
+    header += ["ours/plain (ratio of medians)", "per-restart ratios"]
+    rows = []
+    for size in data["sizes"]:
+        row = [mb(size["state_bytes"]), num(size["changed_keys"]), kib(size["bytes_written"])]
+        row += [kib(size["native_new_bytes"]), f"{size['written_to_native_ratio']:.2f}"]
+        if rocksdb:
+            row += [kib(size["native_new_sst_bytes"]), f"{size['written_to_native_sst_ratio']:.2f}"]
+        row += [f"{size['written_to_state_ratio'] * 100:.2f} %", num(size["capture_ms"]), num(size["upload_ms"])]
+        row += [f"{size['restore_plain_seconds']:.2f}", f"{size['restore_ours_seconds']:.2f}"]
+        row += [f"**{_ratio_of_medians(size):.2f}**", ", ".join(f"{r:.2f}" for r in _restore_ratios(size))]
+        rows.append(row)
+    lines = table(header, rows, "r" * (len(header) - 1) + "l")
+    if any("requests_median" in size for size in data["sizes"]):
+        lines += ["", *table(*_s3_phase_table(data["sizes"]), "lrl")]
+    return [*lines, "", source(name, data, command)]
+
+
+def _s3_phase_table(sizes: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    names = {
+        "restore_and_batch": "restore from S3 and the batch",
+        "checkpoint_upload": "the checkpoint's upload (trigger to completion)",
+        "after_completion": "after it: `_metadata`, lease fence, retention, publish, run end",
+    }
+    rows = []
+    for size in sizes:
+        for phase, counts in size["requests_median"].items():
+            rows.append([f"{mb(size['state_bytes'])}: {names.get(phase, phase)}", num(counts["total"]), kinds(counts)])
+    return ["S3 requests per restart (median restart)", "requests", "by kind"], rows
+
+
+def retention() -> list[str]:
+    data = load("retention_scale.json")
+    by_files: dict[int, list[dict[str, Any]]] = {}
+    for run in data["runs"]:
+        by_files.setdefault(run["files_per_checkpoint"], []).append(run)
+    goal = data["goal_seconds"]
+    rows = []
+    for files, runs in sorted(by_files.items()):
+        first = runs[0]
+        total = ", ".join(f"{r['total_seconds']:.1f}" for r in runs) + " s"
+        rows.append(
+            [
+                num(files),
+                ", ".join(f"{r['plan_seconds']:.1f}" for r in runs) + " s",
+                ", ".join(f"{r['delete_seconds']:.1f}" for r in runs) + " s",
+                f"**{total}**" if any(r["total_seconds"] >= goal for r in runs) else total,
+                num(first["list_calls_planning"]),
+            ]
+        )
+    first = data["runs"][0]
+    header = [
+        "files per checkpoint",
+        "plan",
+        f"delete {num(first['deleted_checkpoints'])} checkpoints + {num(first['deleted_savepoints'])} savepoints",
+        "total, each run",
+        "storage list calls",
+    ]
+    s3 = data["s3"]
+    return [
+        *table(header, rows),
+        "",
+        f"On S3: {num(s3['checkpoints'])} checkpoints ({s3['files_per_checkpoint']} files each) and "
+        f"{s3['savepoints']} savepoints; planning {s3['requests_planning']['total']} requests "
+        f"({kinds(s3['requests_planning'])}), deleting {num(s3['deleted_files'])} files "
+        f"{s3['requests_deleting']['total']} ({kinds(s3['requests_deleting'])}).",
+        "",
+        source("retention_scale.json", data, "python -m benchmarks.retention_scale"),
+    ]
+
+
+def sensor_latency() -> list[str]:
+    data = load("sensor_latency.json")
+    rows = []
+    for mode, label in (("poke", "poke"), ("deferrable", "deferrable (trigger polls storage)")):
+        r = data[mode]
+        samples = ", ".join(f"{s:.1f}" for s in r["latencies_seconds"])
+        rows.append([label, f"{r['median_seconds']:.1f} s", f"{r['max_seconds']:.1f} s", samples])
+    return [
+        *table(["mode", "median", "max", "samples"], rows, "lrrl"),
+        "",
+        source("sensor_latency.json", data, "python -m benchmarks.sensor_latency --samples 3"),
+    ]
+
+
+def goals() -> list[str]:
+    """Each goal judged from the JSON: met only when every measured case meets it."""
+    run, sizes = load("results.json"), load("state_size.json")["sizes"]
+    cost = load("request_cost.json")["running_job"]
+    retention_data = load("retention_scale.json")
+    rows = []
+
+    cases = run["continuous"]
+    over = {name: r["overhead_percent"] for name, r in cases.items()}
+    rows.append(
+        [
+            f"throughput overhead at most {OVERHEAD_GOAL_PERCENT:g} % at 1 s and 10 s intervals (continuous)",
+            _verdict(all(v <= OVERHEAD_GOAL_PERCENT for v in over.values())),
+            "; ".join(f"{_case(name)}: {v:.1f} %" for name, v in over.items()),
+        ]
+    )
+    bytes_max = {mb(s["state_bytes"]): s["written_to_native_ratio_max"] for s in sizes}
+    rows.append(
+        [
+            f"bytes written per checkpoint within {BYTES_GOAL_RATIO:g}× of what Spark itself wrote for the change",
+            _verdict(all(v <= BYTES_GOAL_RATIO for v in bytes_max.values())),
+            "worst restart: " + "; ".join(f"{k}: {v:.2f}×" for k, v in bytes_max.items()),
+        ]
+    )
+    capture = max(s["capture_ms"] for s in sizes)
+    rows.append(
+        [
+            f"under {BATCH_PATH_GOAL_MS} ms added to the batch path",
+            _verdict(capture < BATCH_PATH_GOAL_MS),
+            f"the capture (median up to {capture:g} ms) runs beside the batches, not in them",
+        ]
+    )
+    restore = {mb(s["state_bytes"]): _ratio_of_medians(s) for s in sizes}
+    rows.append(
+        [
+            f"restore at most {RESTORE_GOAL_RATIO:g}× Spark's native restart (ratio of medians)",
+            _verdict(all(v <= RESTORE_GOAL_RATIO for v in restore.values())),
+            "; ".join(f"{k}: {v:.2f}×" for k, v in restore.items()),
+        ]
+    )
+    idle, answered = cost["idle"]["per_day_with_job_task"], cost["answered_seconds"]
+    rows.append(
+        [
+            f"an idle job at most {num(IDLE_GOAL_PER_DAY)} requests a day, requests answered within "
+            f"{ANSWER_GOAL_SECONDS:g} s",
+            _verdict(idle <= IDLE_GOAL_PER_DAY and all(v <= ANSWER_GOAL_SECONDS for v in answered.values())),
+            f"{num(idle)} a day with its kill watch; answered after {answered['savepoint']:g} s (savepoint), "
+            f"{answered['stop']:g} s (stop)",
+        ]
+    )
+    slowest = max(r["total_seconds"] for r in retention_data["runs"])
+    rows.append(
+        [
+            f"retention of 10,000 checkpoints under {retention_data['goal_seconds']:g} s in every run",
+            _verdict(retention_data["goal_met_by_every_run"]),
+            f"slowest run {slowest:.1f} s; one list call per plan; on S3 one delete request per 1,000 keys",
+        ]
+    )
+    return table(["goal", "verdict", "measured"], rows, "lll")
+
+
+def _verdict(met: bool) -> str:
+    return "**met**" if met else "**not met**"
+
+
+GENERATED: dict[str, Callable[[], list[str]]] = {
+    "goals": goals,
+    "request-cost": request_cost,
+    "overhead": lambda: overhead("results.json", True),
+    "overhead-cluster": lambda: overhead("results_cluster.json", False),
+    "state-size": lambda: state_size("state_size.json"),
+    "state-size-rocksdb": lambda: state_size("state_size_rocksdb.json"),
+    "state-size-s3": lambda: state_size("state_size_s3.json"),
+    "retention": retention,
+    "sensor-latency": sensor_latency,
+}
+
+
+def render(readme: str) -> str:
+    """``readme`` with every generated block filled in from the JSON files."""
+
+    def fill(match: re.Match[str]) -> str:
+        indent, name = match["indent"], match["name"]
+        if name not in GENERATED:
+            raise KeyError(f"README.md has a generated block {name!r} that benchmarks.report does not know")
+        body = [f"{indent}{line}" if line else "" for line in GENERATED[name]()]
+        return "\n".join(
+            [f"{indent}<!-- begin generated: {name} -->", *body, f"{indent}<!-- end generated: {name} -->"]
+        )
+
+    return MARKER.sub(fill, readme)
+
+
+def blocks(readme: str) -> list[str]:
+    """The names of the generated blocks in ``readme``."""
+    return [match["name"] for match in MARKER.finditer(readme)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.report", description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if README.md is not what the JSON gives")
+    parser.add_argument("--readme", default=str(README))
+    args = parser.parse_args(argv)
+    path = Path(args.readme)
+    current = path.read_text()
+    wanted = render(current)
+    if args.check:
+        if wanted != current:
+            print(f"{path} differs from the benchmarks' JSON: run python -m benchmarks.report", file=sys.stderr)
+            return 1
+        print(f"{path}: {len(blocks(current))} generated tables match the JSON")
+        return 0
+    path.write_text(wanted)
+    print(f"{path}: {len(blocks(wanted))} generated tables written")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
