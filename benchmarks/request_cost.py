@@ -1,6 +1,7 @@
 """What a job costs on S3, in requests by kind, against a loopback S3 server that counts them (moto).
 
     .venv/bin/python -m benchmarks.request_cost [--idle-seconds 180] [--checkpoints 20] [--shared-files 1000]
+        [--age 100]
 
 Storage-only operations (no Spark), on a job of ``--checkpoints`` small checkpoints plus
 ``--shared-files`` files of an old run in ``shared/``: a sensor poke when nothing is new, a poke that finds
@@ -8,7 +9,10 @@ a new checkpoint, resolving ``latest`` for a restore, and a retention run keepin
 job (``python -m spark_checkpoint_runtime``, continuous, small stateful count, checkpoint root on S3,
 defaults otherwise): requests per idle minute (no data arriving) scaled to a day, requests per checkpoint
 while a file arrives every 3 s for 30 s (less the idle rate over the same time), one savepoint, and how
-long a savepoint request and a stop request, each made at a random moment, wait for their answer.
+long a savepoint request and a stop request, each made at a random moment, wait for their answer (the
+benchmark's own reads and requests, which watch the job, are not counted). Last,
+a checkpoint's cost as the job ages: requests per checkpoint of a second job (1 s interval, 100
+retained) while young, and again after ``--age`` more checkpoints, when 100 are retained.
 Prints a table, writes JSON.
 """
 
@@ -93,51 +97,121 @@ def storage_operations(server: CountingS3Server, checkpoints: int, shared_files:
     return measured
 
 
-def running_job(server: CountingS3Server, idle_seconds: float, folder: Path) -> dict[str, Any]:
-    root = f"s3://{server.bucket}/running"
-    storage = CheckpointStorage(root, "counts", server.options)
-    landing = Landing(folder / "landing")
-    landing.add_files(2)
-    spec = folder / "spec.json"
-    spec.write_text(json.dumps({"storage_options": server.options}))
-    command = [
-        sys.executable, "-m", "spark_checkpoint_runtime", "--job-name", "counts", "--checkpoint-root", root,
-        "--working-dir", str(folder / "work"), "--pipeline", "examples.pipelines:running_counts",
-        "--output-mode", "update", "--sink", f"parquet:{folder / 'out'}", "--trigger", "continuous",
-        "--spec", str(spec), "--conf", f"spark.example.landing={landing.path}",
-        "--conf", "spark.sql.shuffle.partitions=2", "--conf", "spark.ui.enabled=false",
-    ]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(REPO), "PYSPARK_PYTHON": sys.executable}
-    log = open(folder / "job.log", "wb")  # noqa: SIM115 - closed below
-    job = subprocess.Popen(command, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+class RunningJob:
+    """A real continuous job (small stateful count) with its checkpoint root on the counting S3 server."""
 
-    def newest() -> int:
-        return max((m.id for m in storage.completed_checkpoints()), default=0)
+    def __init__(self, server: CountingS3Server, folder: Path, name: str, *options: str):
+        root = f"s3://{server.bucket}/{name}"
+        # Watching the job (newest checkpoint, answers) is the benchmark's cost, not the job's: not counted.
+        self.storage = CheckpointStorage(root, "counts", server.uncounted_options)
+        self.landing = Landing(folder / "landing")
+        self.landing.add_files(2)
+        self.log_path = folder / "job.log"
+        spec = folder / "spec.json"
+        spec.write_text(json.dumps({"storage_options": server.options}))
+        command = [
+            sys.executable, "-m", "spark_checkpoint_runtime", "--job-name", "counts", "--checkpoint-root", root,
+            "--working-dir", str(folder / "work"), "--pipeline", "examples.pipelines:running_counts",
+            "--output-mode", "update", "--sink", f"parquet:{folder / 'out'}", "--trigger", "continuous",
+            "--spec", str(spec), "--conf", f"spark.example.landing={self.landing.path}",
+            "--conf", "spark.sql.shuffle.partitions=2", "--conf", "spark.ui.enabled=false", *options,
+        ]  # fmt: skip
+        env = {**os.environ, "PYTHONPATH": str(REPO), "PYSPARK_PYTHON": sys.executable}
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
+        self.process = subprocess.Popen(command, cwd=REPO, env=env, stdout=self._log, stderr=subprocess.STDOUT)
 
-    def wait(condition, timeout: float, what: str) -> None:
+    def newest(self) -> int:
+        return max((m.id for m in self.storage.completed_checkpoints()), default=0)
+
+    def wait(self, condition, timeout: float, what: str) -> None:
         deadline = time.monotonic() + timeout
         while not condition():
-            if job.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{what}: job exited {job.returncode} or timed out; see {folder / 'job.log'}")
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{what}: job exited {self.process.returncode} or timed out; see {self.log_path}")
             time.sleep(0.5)
 
+    def started(self) -> None:
+        """Wait for its first checkpoints and a drained backlog: from here no data arrives unless added."""
+        self.wait(lambda: self.newest() >= 2 and ControlChannel(self.storage).live_runs(), 300, "first checkpoints")
+        time.sleep(5)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=120)
+        self._log.close()
+
+
+def _idle_rate(server: CountingS3Server, seconds: float) -> dict[str, float]:
+    """Requests per second by kind while nothing arrives."""
+    server.reset()
+    started = time.monotonic()
+    time.sleep(seconds)
+    counts = server.snapshot()
+    elapsed = time.monotonic() - started
+    return {kind: count / elapsed for kind, count in counts.items()}
+
+
+def _checkpoints_while_fed(
+    job: RunningJob, server: CountingS3Server, idle: dict[str, float], files: int, every: float
+) -> dict[str, Any]:
+    """Feed ``files`` files ``every`` seconds apart; requests per checkpoint made meanwhile, net of idle."""
+    before, started = job.newest(), time.monotonic()
+    server.reset()
+    for _ in range(files):
+        job.landing.add_file()
+        time.sleep(every)
+    job.wait(lambda: job.newest() > before, 120, "a checkpoint of the new data")
+    busy, elapsed, made = server.snapshot(), time.monotonic() - started, job.newest() - before
+    net = {kind: (count - idle[kind] * elapsed) / made for kind, count in busy.items()}
+    return {
+        "checkpoints": made,
+        "first_id": before + 1,
+        "retained": len(job.storage.checkpoint_ids()),
+        "seconds": round(elapsed, 1),
+        "requests": busy,
+        "per_checkpoint": round(net["total"], 1),
+        "per_checkpoint_by_kind": {kind: round(value, 1) for kind, value in net.items() if kind != "total"},
+    }
+
+
+def checkpoint_cost_by_age(server: CountingS3Server, folder: Path, age: int) -> dict[str, Any]:
+    """Requests per checkpoint when the job is young (few checkpoints retained) and after ``age`` more
+    checkpoints (with 100 retained): a 1 s interval, a file every 2 s, the same small state both times."""
+    job = RunningJob(server, folder, "aging", "--checkpoint-interval", "1s", "--num-retained", "100")
     try:
-        wait(lambda: newest() >= 2 and ControlChannel(storage).live_runs(), 300, "first checkpoints")
-        time.sleep(5)  # the backlog is drained: from here no data arrives
+        job.started()
+        idle = _idle_rate(server, 30)
+        young = _checkpoints_while_fed(job, server, idle, 10, 2)
+        target = job.newest() + age
+        while job.newest() < target:  # age the job: a batch, and a checkpoint, about every second
+            if job.process.poll() is not None:
+                raise RuntimeError(f"the job exited {job.process.returncode} while aging; see {job.log_path}")
+            job.landing.add_file()
+            time.sleep(0.7)
+        time.sleep(5)
+        old = _checkpoints_while_fed(job, server, idle, 10, 2)
+    finally:
+        job.stop()
+    return {"young": young, f"after {age} more checkpoints": old}
+
+
+def running_job(server: CountingS3Server, idle_seconds: float, folder: Path) -> dict[str, Any]:
+    job = RunningJob(server, folder, "running")
+    storage, wait = job.storage, job.wait
+
+    try:
+        job.started()
         server.reset()
         started = time.monotonic()
         time.sleep(idle_seconds)
         idle = server.snapshot()
-        idle_rate = idle["total"] / (time.monotonic() - started)
+        elapsed = time.monotonic() - started
+        idle_rates = {kind: count / elapsed for kind, count in idle.items()}
+        idle_rate = idle_rates["total"]
 
-        before, started = newest(), time.monotonic()
-        server.reset()
-        for _ in range(10):  # data keeps arriving for a while: batches, and checkpoints at the default interval
-            landing.add_file()
-            time.sleep(3)
-        wait(lambda: newest() > before, 120, "a checkpoint of the new data")
-        busy, elapsed, made = server.snapshot(), time.monotonic() - started, newest() - before
-        per_checkpoint = (busy["total"] - idle_rate * elapsed) / made
+        # Data keeps arriving for a while: batches, and checkpoints at the default interval.
+        busy = _checkpoints_while_fed(job, server, idle_rates, 10, 3)
 
         time.sleep(random.uniform(0, 9))  # the request lands anywhere between two of the job's polls
         server.reset()
@@ -155,12 +229,9 @@ def running_job(server: CountingS3Server, idle_seconds: float, folder: Path) -> 
         control.request("bench-stop", "stop")
         wait(lambda: control.response("bench-stop") is not None, 60, "the stop's answer")
         stop_answered = time.monotonic() - started
-        job.wait(timeout=120)
+        job.process.wait(timeout=120)
     finally:
-        if job.poll() is None:
-            job.terminate()
-            job.wait(timeout=120)
-        log.close()
+        job.stop()
     kill_watch = round(86400 / KILL_POLL_SECONDS)
     return {
         "idle": {
@@ -172,8 +243,8 @@ def running_job(server: CountingS3Server, idle_seconds: float, folder: Path) -> 
             "per_day_with_job_task": round(idle_rate * 86400) + kill_watch,
         },
         "answered_seconds": {"savepoint": round(savepoint_answered, 2), "stop": round(stop_answered, 2)},
-        "checkpoints_while_busy": {"checkpoints": made, "seconds": round(elapsed, 1), "requests": busy},
-        "requests_per_checkpoint_net_of_idle": round(per_checkpoint, 1),
+        "checkpoints_while_busy": {k: busy[k] for k in ("checkpoints", "seconds", "requests")},
+        "requests_per_checkpoint_net_of_idle": busy["per_checkpoint"],
         "savepoint": {"requests": savepoint, "net_of_idle": round(savepoint_net, 1)},
     }
 
@@ -184,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checkpoints", type=int, default=20)
     parser.add_argument("--shared-files", type=int, default=1000)
     parser.add_argument("--skip-job", action="store_true", help="storage operations only (no Spark)")
+    parser.add_argument("--age", type=int, default=100, help="checkpoints between the young and the old measure")
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "request_cost.json"))
     args = parser.parse_args(argv)
     import logging
@@ -195,6 +267,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.skip_job:
             with tempfile.TemporaryDirectory(prefix="request-cost-") as folder:
                 result["running_job"] = running_job(server, args.idle_seconds, Path(folder))
+            with tempfile.TemporaryDirectory(prefix="request-cost-age-") as folder:
+                result["running_job"]["checkpoint_by_age"] = checkpoint_cost_by_age(server, Path(folder), args.age)
     finally:
         server.stop()
     for name, counts in result["storage"].items():
@@ -209,6 +283,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"requests answered after (s): {job['answered_seconds']}")
         print(f"per checkpoint while data arrives (net of idle): {job['requests_per_checkpoint_net_of_idle']}")
         print(f"one savepoint (net of idle): {job['savepoint']['net_of_idle']} ({job['savepoint']['requests']})")
+        for name, aged in job["checkpoint_by_age"].items():
+            print(
+                f"per checkpoint, {name} (from chk-{aged['first_id']}, {aged['retained']} retained): "
+                f"{aged['per_checkpoint']} ({aged['per_checkpoint_by_kind']})"
+            )
     write_result(args.out, result)
     return 0
 
