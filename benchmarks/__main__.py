@@ -18,7 +18,7 @@ from benchmarks import page_latency, report, request_cost, retention_scale, run,
 RUNS = (
     (run.main, ["--rounds", "7"]),
     (state_size.main, []),
-    (state_size.main, ["--store", "rocksdb", "--sizes-mb", "100,1000", "--rounds", "3"]),
+    (state_size.main, ["--store", "rocksdb", "--sizes-mb", "100,1000"]),
     (state_size.main, ["--root", "s3", "--sizes-mb", "10,100", "--rounds", "5"]),
     (request_cost.main, []),
     (retention_scale.main, []),

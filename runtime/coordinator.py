@@ -34,7 +34,7 @@ from spark_checkpoint_runtime.layout import (
     now_ms,
 )
 from spark_checkpoint_runtime.lease import UNFENCED, Fence
-from spark_checkpoint_runtime.retention import subsume
+from spark_checkpoint_runtime.retention import MetadataCache, subsume
 from spark_checkpoint_runtime.snapshot import Capture, StoredFiles, Upload, capture, upload, upload_savepoint
 from spark_checkpoint_runtime.state_files import CaptureRaced
 from spark_checkpoint_runtime.working_copy import WorkingCopy
@@ -164,6 +164,7 @@ class CheckpointCoordinator:
         self.config = config
         self.run_id = run_id
         self.stored = stored
+        self.retained_metadata = MetadataCache()  # retention after each checkpoint reads only the new _metadata
         self.fingerprint = fingerprint
         self.restored_from = restored_from
         self.spark_version = spark_version
@@ -425,7 +426,7 @@ class CheckpointCoordinator:
         again instead of referencing it.
         """
         try:
-            plan = subsume(self.storage, self.config.num_retained, completed_id)
+            plan = subsume(self.storage, self.config.num_retained, completed_id, self.retained_metadata)
             if completed_id in plan.damaged:
                 log.error(
                     "chk-%d lists shared files that are gone (%s); the next checkpoint stores them again",

@@ -93,23 +93,56 @@ def plan_retention(
     return RetentionPlan(keep, delete, delete_shared, damaged, missing)
 
 
-def subsume(storage: CheckpointStorage, num_retained: int, completed_id: int) -> RetentionPlan:
+class MetadataCache:
+    """The ``_metadata`` a running job's retention has read, each with the size and modification time the
+    listing showed for it then.
+
+    ``_metadata`` is written once and never changed, so after each checkpoint only the new one is read: a
+    checkpoint's requests do not grow with the number retained. A file the listing shows with another size
+    or time (replaced behind the job's back) is read again.
+    """
+
+    def __init__(self) -> None:
+        self._known: dict[int, tuple[tuple[int, float | None], CheckpointMetadata | None]] = {}
+
+    def read(
+        self, storage: CheckpointStorage, checkpoint_id: int, listed: tuple[int, float | None]
+    ) -> CheckpointMetadata | None:
+        """The parsed ``_metadata`` of ``checkpoint_id`` (None if damaged), read only if not known as listed."""
+        known = self._known.get(checkpoint_id)
+        if known is not None and known[0] == listed:
+            return known[1]
+        try:
+            meta: CheckpointMetadata | None = storage.read_checkpoint(checkpoint_id)
+        except DamagedCheckpoint:
+            meta = None
+        self._known[checkpoint_id] = (listed, meta)
+        return meta
+
+    def forget_except(self, present: set[int]) -> None:
+        """Drop what is no longer listed, so the cache holds at most the retained checkpoints."""
+        for checkpoint_id in set(self._known) - present:
+            del self._known[checkpoint_id]
+
+
+def subsume(
+    storage: CheckpointStorage, num_retained: int, completed_id: int, cache: MetadataCache | None = None
+) -> RetentionPlan:
     """After checkpoint ``completed_id`` completes: drop older checkpoints beyond ``num_retained`` valid ones.
 
     Runs between checkpoints (no upload in flight), so any shared file no remaining checkpoint references is
     garbage, including leftovers of checkpoints that failed or were cut off by a crash. One listing of the
-    job folder serves both the validity check and the garbage search.
+    job folder serves both the validity check and the garbage search. With ``cache`` (the running job's),
+    only ``_metadata`` not read before is read.
     """
-    listing = storage.job_files()
+    cache = cache if cache is not None else MetadataCache()
+    details = storage.files_with_details(storage.job_path)
+    listing = {path: size for path, (size, _) in details.items()}
     checkpoints: dict[int, CheckpointMetadata | None] = {}
     for checkpoint_id in storage.checkpoint_ids():
-        if f"{checkpoint_dir_name(checkpoint_id)}/{METADATA_FILE}" not in listing:
-            checkpoints[checkpoint_id] = None
-            continue
-        try:
-            checkpoints[checkpoint_id] = storage.read_checkpoint(checkpoint_id)
-        except DamagedCheckpoint:
-            checkpoints[checkpoint_id] = None
+        listed = details.get(f"{checkpoint_dir_name(checkpoint_id)}/{METADATA_FILE}")
+        checkpoints[checkpoint_id] = None if listed is None else cache.read(storage, checkpoint_id, listed)
+    cache.forget_except({i for i, meta in checkpoints.items() if meta is not None})
     plan = plan_retention(checkpoints, listing, num_retained, older_than=completed_id + 1)
     for checkpoint_id, reason in sorted(plan.damaged.items()):
         log.warning("chk-%d is damaged (%s); retention does not count it", checkpoint_id, reason)

@@ -131,3 +131,29 @@ def test_request_goals_an_idle_poll_is_one_listing_and_a_heartbeat_one_put(count
         assert counted.snapshot()["LIST"] == 1
     finally:
         lease.release()
+
+
+def test_request_goals_retention_after_a_checkpoint_reads_only_the_new_metadata(counted):
+    """The running job's retention (subsume) after each checkpoint: its requests do not grow with the number of
+    checkpoints retained, and a ``_metadata`` replaced behind the job's back is read again (and judged)."""
+    from benchmarks.request_cost import write_checkpoint as small_checkpoint
+    from spark_checkpoint_runtime.retention import MetadataCache, subsume
+
+    storage = CheckpointStorage(f"s3://{counted.bucket}/aging", "orders", counted.options)
+    cache = MetadataCache()
+    spent = {}
+    for checkpoint_id in range(1, 41):
+        small_checkpoint(storage, checkpoint_id)
+        counted.reset()
+        subsume(storage, 30, checkpoint_id, cache)
+        spent[checkpoint_id] = counted.snapshot()
+    assert spent[5]["GET"] == spent[40]["GET"] == 1, (spent[5], spent[40])  # only the new _metadata
+    assert spent[32] == spent[40], (spent[32], spent[40])  # each deletes one checkpoint: the same requests
+    assert len(storage.checkpoint_ids()) == 30
+    # chk-40's _metadata replaced by garbage: the listing shows another size, so it is read again and
+    # not counted as valid (chk-39 becomes the newest valid one; nothing it needs is deleted).
+    storage.fs.pipe_file(storage.job_file("chk-40/_metadata"), b"{not json")
+    counted.reset()
+    plan = subsume(storage, 30, 40, cache)
+    assert counted.snapshot()["GET"] == 1 and plan.keep[-1] == 39 and 40 not in plan.keep
+    assert storage.latest_valid_checkpoint().metadata.id == 39
