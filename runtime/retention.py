@@ -106,11 +106,15 @@ class MetadataCache:
         self._known: dict[int, tuple[tuple[int, float | None], CheckpointMetadata | None]] = {}
 
     def read(
-        self, storage: CheckpointStorage, checkpoint_id: int, listed: tuple[int, float | None]
+        self, storage: CheckpointStorage, checkpoint_id: int, listed: tuple[int, float | None], *, fresh: bool = False
     ) -> CheckpointMetadata | None:
-        """The parsed ``_metadata`` of ``checkpoint_id`` (None if damaged), read only if not known as listed."""
+        """The parsed ``_metadata`` of ``checkpoint_id`` (None if damaged), read only if not known as listed.
+
+        ``fresh`` reads it regardless. A listing without a modification time never serves from the cache:
+        the size alone cannot tell a replaced file.
+        """
         known = self._known.get(checkpoint_id)
-        if known is not None and known[0] == listed:
+        if not fresh and listed[1] is not None and known is not None and known[0] == listed:
             return known[1]
         try:
             meta: CheckpointMetadata | None = storage.read_checkpoint(checkpoint_id)
@@ -141,7 +145,10 @@ def subsume(
     checkpoints: dict[int, CheckpointMetadata | None] = {}
     for checkpoint_id in storage.checkpoint_ids():
         listed = details.get(f"{checkpoint_dir_name(checkpoint_id)}/{METADATA_FILE}")
-        checkpoints[checkpoint_id] = None if listed is None else cache.read(storage, checkpoint_id, listed)
+        # The checkpoint just completed, and anything newer, is always read: a run that lost the job may have
+        # written that id before this one did (it withdraws it), and the two files can list alike.
+        fresh = checkpoint_id >= completed_id
+        checkpoints[checkpoint_id] = None if listed is None else cache.read(storage, checkpoint_id, listed, fresh=fresh)
     cache.forget_except({i for i, meta in checkpoints.items() if meta is not None})
     plan = plan_retention(checkpoints, listing, num_retained, older_than=completed_id + 1)
     for checkpoint_id, reason in sorted(plan.damaged.items()):

@@ -150,8 +150,17 @@ def test_request_goals_retention_after_a_checkpoint_reads_only_the_new_metadata(
     assert spent[5]["GET"] == spent[40]["GET"] == 1, (spent[5], spent[40])  # only the new _metadata
     assert spent[32] == spent[40], (spent[32], spent[40])  # each deletes one checkpoint: the same requests
     assert len(storage.checkpoint_ids()) == 30
-    # chk-40's _metadata replaced by garbage: the listing shows another size, so it is read again and
-    # not counted as valid (chk-39 becomes the newest valid one; nothing it needs is deleted).
+    # chk-35's _metadata replaced behind the job's back by garbage of the same size: the listing shows another
+    # time, so it is read again, and it is not counted as valid.
+    size = storage.fs.size(storage.job_file("chk-35/_metadata"))
+    time.sleep(1.1)  # S3 lists modification times in whole seconds
+    storage.fs.pipe_file(storage.job_file("chk-35/_metadata"), b" " * size)
+    counted.reset()
+    plan = subsume(storage, 30, 40, cache)
+    assert counted.snapshot()["GET"] == 2  # chk-35, and chk-40: the checkpoint just completed is always read
+    assert 35 not in plan.keep and 35 in plan.delete_checkpoints
+    # chk-40's _metadata replaced by garbage: read again (always, as the one just completed) and not counted
+    # as valid (chk-39 becomes the newest valid one; nothing it needs is deleted).
     storage.fs.pipe_file(storage.job_file("chk-40/_metadata"), b"{not json")
     counted.reset()
     plan = subsume(storage, 30, 40, cache)
