@@ -5,8 +5,9 @@
 
 Each table sits in README.md between ``<!-- begin generated: NAME -->`` and ``<!-- end generated: NAME -->``,
 indented like its opening marker, and ends with a line naming the JSON file and its provenance (commit,
-date, machine). The goals table judges each goal from the same files: a goal is "met" only when every
-measured case meets it. The test suite runs ``--check``.
+date, machine), with a warning when ``runtime/`` has changed since that commit. The goals table judges each
+goal from the same files: a goal is "met" only when every measured case meets it. The test suite runs
+``--check``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -89,8 +91,23 @@ def source(name: str, data: dict[str, Any], command: str) -> str:
         where = (
             f"measured {found['measured_at'][:10]} at commit {found['commit']}{dirty}; {machine['cpus']} CPUs, "
             f"{machine['memory_gib']} GiB; Spark {versions.get('pyspark')}, Python {versions.get('python')}"
+            f"{_runtime_changed_since(found['commit'])}"
         )
     return f"<sub>`{command}` → `benchmarks/{name}`: {where}.</sub>"
+
+
+def _git(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, timeout=30)
+
+
+def _runtime_changed_since(commit: str | None) -> str:
+    """A warning when the runtime has changed since ``commit``: the figures may no longer hold."""
+    if not commit:
+        return ""
+    last = _git("log", "-1", "--format=%h", "--", "runtime/").stdout.strip()
+    if not last or _git("merge-base", "--is-ancestor", last, commit).returncode == 0:
+        return ""
+    return f"; **the runtime has changed since** (last at {last}): rerun to confirm"
 
 
 # --- the tables ---------------------------------------------------------------------------------------
@@ -371,7 +388,7 @@ def goals() -> list[str]:
         ]
     )
     bytes_max = {mb(s["state_bytes"]): s["written_to_native_ratio_max"] for s in sizes}
-    bytes_max |= {f"RocksDB {mb(s['state_bytes'])}": s.get("written_to_native_ratio_max", 0) for s in rocksdb}
+    bytes_max |= {f"RocksDB {mb(s['state_bytes'])}": s["written_to_native_ratio_max"] for s in rocksdb}
     rows.append(
         [
             f"bytes written per checkpoint within {BYTES_GOAL_RATIO:g}× of what Spark itself wrote for the change",
@@ -379,21 +396,31 @@ def goals() -> list[str]:
             "worst restart: " + "; ".join(f"{k}: {v:.2f}×" for k, v in bytes_max.items()),
         ]
     )
-    capture = max(s["capture_ms"] for s in sizes)
+    added = {_case(name): r["ours_batch_ms_p95"] - r["plain_batch_ms_p95"] for name, r in cases.items()}
+    capture = max(s["capture_ms"] for s in [*sizes, *rocksdb])
     rows.append(
         [
-            f"under {BATCH_PATH_GOAL_MS} ms added to the batch path",
-            _verdict(capture < BATCH_PATH_GOAL_MS),
-            f"the capture (median up to {capture:g} ms) runs beside the batches, not in them",
+            f"under {BATCH_PATH_GOAL_MS} ms added to the batch path (batch p95, ours − plain, continuous)",
+            _verdict(all(v < BATCH_PATH_GOAL_MS for v in added.values())),
+            "; ".join(f"{name}: {v:+g} ms" for name, v in added.items())
+            + f"; the capture (median up to {capture:g} ms, both stores) runs beside the batches",
         ]
     )
     restore = {mb(s["state_bytes"]): _ratio_of_medians(s) for s in sizes}
     restore |= {f"RocksDB {mb(s['state_bytes'])}": _ratio_of_medians(s) for s in rocksdb}
     rows.append(
         [
-            f"restore at most {RESTORE_GOAL_RATIO:g}× Spark's native restart (ratio of medians)",
+            f"restore at most {RESTORE_GOAL_RATIO:g}× Spark's native restart (ratio of medians, local disk)",
             _verdict(all(v <= RESTORE_GOAL_RATIO for v in restore.values())),
             "; ".join(f"{k}: {v:.2f}×" for k, v in restore.items()),
+        ]
+    )
+    on_s3 = {mb(s["state_bytes"]): _ratio_of_medians(s) for s in load("state_size_s3.json")["sizes"]}
+    rows.append(
+        [
+            "restore from S3 (loopback) against plain Spark's restart from local disk",
+            "reported",
+            "; ".join(f"{k}: {v:.2f}×" for k, v in on_s3.items()) + " (ours downloads the state first)",
         ]
     )
     idle, answered = cost["idle"]["per_day_with_job_task"], cost["answered_seconds"]
@@ -416,24 +443,30 @@ def goals() -> list[str]:
     )
     aged = list(cost.get("checkpoint_by_age", {}).values())
     if aged:
-        young, old = aged[0]["per_checkpoint"], aged[-1]["per_checkpoint"]
+        # Deletes left out on both sides: the older job subsumes a checkpoint each time, the young one (fewer
+        # than its 100 retained) none; that is one constant request, not growth.
+        young, old = (_without_deletes(a["per_checkpoint_by_kind"]) for a in (aged[0], aged[-1]))
         rows.append(
             [
                 "a checkpoint's requests do not grow with the job's age or the checkpoints retained",
                 _verdict(old <= young * AGE_GROWTH_ALLOWED),
-                f"{young:g} requests at chk-{aged[0]['first_id']} ({aged[0]['retained']} retained), {old:g} at "
-                f"chk-{aged[-1]['first_id']} ({aged[-1]['retained']} retained)",
+                f"{young:g} requests (deletes aside) at chk-{aged[0]['first_id']} ({aged[0]['retained']} "
+                f"retained), {old:g} at chk-{aged[-1]['first_id']} ({aged[-1]['retained']} retained)",
             ]
         )
     slowest = max(r["total_seconds"] for r in retention_data["runs"])
     rows.append(
         [
             f"retention of 10,000 checkpoints under {retention_data['goal_seconds']:g} s in every run",
-            _verdict(retention_data["goal_met_by_every_run"]),
+            _verdict(all(r["total_seconds"] < retention_data["goal_seconds"] for r in retention_data["runs"])),
             f"slowest run {slowest:.1f} s; one list call per plan; on S3 one delete request per 1,000 keys",
         ]
     )
     return table(["goal", "verdict", "measured"], rows, "lll")
+
+
+def _without_deletes(by_kind: dict[str, float]) -> float:
+    return round(sum(v for kind, v in by_kind.items() if kind not in ("DELETE", "DELETE_BATCH", "total")), 1)
 
 
 def _verdict(met: bool) -> str:

@@ -155,14 +155,25 @@ def _idle_rate(server: CountingS3Server, seconds: float) -> dict[str, float]:
 def _checkpoints_while_fed(
     job: RunningJob, server: CountingS3Server, idle: dict[str, float], files: int, every: float
 ) -> dict[str, Any]:
-    """Feed ``files`` files ``every`` seconds apart; requests per checkpoint made meanwhile, net of idle."""
+    """Feed ``files`` files ``every`` seconds apart, then wait for a checkpoint after the last; requests per
+    checkpoint completed meanwhile (counted, not inferred from ids: a declined checkpoint skips one), net of idle.
+    """
     before, started = job.newest(), time.monotonic()
+    seen: set[int] = set()
+
+    def look() -> int:
+        completed = {m.id for m in job.storage.completed_checkpoints() if m.kind == "checkpoint" and m.id > before}
+        seen.update(completed)
+        return max(seen, default=before)
+
     server.reset()
     for _ in range(files):
         job.landing.add_file()
         time.sleep(every)
-    job.wait(lambda: job.newest() > before, 120, "a checkpoint of the new data")
-    busy, elapsed, made = server.snapshot(), time.monotonic() - started, job.newest() - before
+        look()
+    last_fed = look()
+    job.wait(lambda: look() > last_fed, 120, "a checkpoint of the last data")
+    busy, elapsed, made = server.snapshot(), time.monotonic() - started, len(seen)
     net = {kind: (count - idle[kind] * elapsed) / made for kind, count in busy.items()}
     return {
         "checkpoints": made,

@@ -162,25 +162,20 @@ def _requests_by_phase(s3: CountingS3Server, ours: dict[str, Any]) -> dict[str, 
     """Split one restart's S3 requests at its last checkpoint's trigger and completion."""
     latest = ours["checkpoints"][-1]
     trigger, completion = latest["trigger_timestamp_ms"] / 1000, latest["completion_timestamp_ms"] / 1000
-    ended = ours["started_at"] + ours["seconds"]
     return {
-        "restore_and_batch": s3.between(0, trigger - 1e-6),
+        "restore_and_batch": s3.between(ours["started_at"], trigger - 1e-6),
         "checkpoint_upload": s3.between(trigger, completion),
-        "after_completion": s3.between(completion + 1e-6, ended),
+        "after_completion": s3.between(completion + 1e-6, ours["ended_at"]),
     }
 
 
 def _request_phases(samples: list[dict[str, Any]]) -> dict[str, Any]:
-    """S3 only: the median restart's requests per phase (the sample with the median total)."""
+    """S3 only: the requests per phase of the median restart (the one whose total is the median, lower of two)."""
     counted = [s["requests"] for s in samples if s.get("requests")]
     if not counted:
         return {}
-    return {
-        "requests_median": {
-            phase: {kind: int(statistics.median(c[phase][kind] for c in counted)) for kind in counted[0][phase]}
-            for phase in counted[0]
-        }
-    }
+    by_total = sorted(counted, key=lambda c: sum(phase["total"] for phase in c.values()))
+    return {"requests_median": by_total[(len(by_total) - 1) // 2]}
 
 
 def _sst_ratios(samples: list[dict[str, Any]]) -> dict[str, Any]:
