@@ -38,8 +38,21 @@ def _java() -> str | None:
     return first[0] if first else None
 
 
+def _code_state() -> dict[str, Any]:
+    return {
+        "commit": _git("rev-parse", "--short", "HEAD"),
+        "dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+    }
+
+
+# The commit whose code this process runs: taken when the benchmark starts (its modules are loaded then), not
+# when it writes its result, which may be after later commits.
+CODE_AT_START = _code_state()
+
+
 def provenance() -> dict[str, Any]:
-    """The machine, the versions that matter and the git commit (with ``dirty`` if the tree had changes)."""
+    """The machine, the versions that matter and the git commit the benchmark started at (with ``dirty`` if
+    the tree had changes then)."""
     memory = None
     try:
         pages, size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
@@ -48,8 +61,7 @@ def provenance() -> dict[str, Any]:
         pass
     return {
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "commit": _git("rev-parse", "--short", "HEAD"),
-        "dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+        **CODE_AT_START,
         "machine": {
             "cpus": os.cpu_count(),
             "memory_gib": memory,
