@@ -192,9 +192,20 @@ def test_selection_prefers_stored_snapshot_chains():
     listing = _listing(12, range(1, 15), snapshots=(10,))
     fresh = [f.target for f in select_files(listing, 12) if f.shared and f.target.startswith("state/")]
     assert fresh == ["state/0/0/10.snapshot", "state/0/0/11.delta", "state/0/0/12.delta", "state/0/0/13.delta"]
+    # Stored deltas and a snapshot Spark wrote since: a replay of up to 10 deltas (Spark's own snapshot
+    # spacing) reuses what is stored; a longer one stores the snapshot, so a restore replays no more than a
+    # native restart.
+    short = _listing(8, range(1, 11), snapshots=(5,))
+    stored = {f"state/0/0/{v}.delta" for v in range(1, 9)}
+    incremental = [f.target for f in select_files(short, 8, stored) if f.shared and f.target.startswith("state/")]
+    assert incremental == [f"state/0/0/{v}.delta" for v in range(1, 10)], "reuse stored deltas, skip the snapshot"
     stored = {f"state/0/0/{v}.delta" for v in range(1, 13)}
-    incremental = [f.target for f in select_files(listing, 12, stored) if f.shared and f.target.startswith("state/")]
-    assert incremental == [f"state/0/0/{v}.delta" for v in range(1, 14)], "reuse stored deltas, skip the new snapshot"
+    long = [f.target for f in select_files(listing, 12, stored) if f.shared and f.target.startswith("state/")]
+    assert long == ["state/0/0/10.snapshot", "state/0/0/11.delta", "state/0/0/12.delta", "state/0/0/13.delta"]
+    stored |= {"state/0/0/10.snapshot"}
+    later = _listing(14, range(1, 17), snapshots=(10,))
+    reused = [f.target for f in select_files(later, 14, stored) if f.shared and f.target.startswith("state/")]
+    assert reused[0] == "state/0/0/10.snapshot", "once stored, the snapshot is the base"
 
 
 def test_selection_refuses_incomplete_batches_and_unknown_state_layouts():
