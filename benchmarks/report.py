@@ -257,7 +257,7 @@ def state_size(name: str) -> list[str]:
             row += [kib(size["native_new_sst_bytes"]), f"{size['written_to_native_sst_ratio']:.2f}"]
         row += [f"{size['written_to_state_ratio'] * 100:.2f} %", num(size["capture_ms"]), num(size["upload_ms"])]
         row += [f"{size['restore_plain_seconds']:.2f}", f"{size['restore_ours_seconds']:.2f}"]
-        row += [f"**{_ratio_of_medians(size):.2f}**", ", ".join(f"{r:.2f}" for r in _restore_ratios(size))]
+        row += [f"**{_ratio_of_medians(size):.3f}**", ", ".join(f"{r:.2f}" for r in _restore_ratios(size))]
         rows.append(row)
     lines = table(header, rows, "r" * (len(header) - 1) + "l")
     if any("requests_median" in size for size in data["sizes"]):
@@ -412,7 +412,7 @@ def goals() -> list[str]:
         [
             f"restore at most {RESTORE_GOAL_RATIO:g}× Spark's native restart (ratio of medians, local disk)",
             _verdict(all(v <= RESTORE_GOAL_RATIO for v in restore.values())),
-            "; ".join(f"{k}: {v:.2f}×" for k, v in restore.items()),
+            "; ".join(f"{k}: {v:.3f}×" for k, v in restore.items()),
         ]
     )
     on_s3 = {mb(s["state_bytes"]): _ratio_of_medians(s) for s in load("state_size_s3.json")["sizes"]}
