@@ -153,10 +153,11 @@ def _idle_rate(server: CountingS3Server, seconds: float) -> dict[str, float]:
 
 
 def _checkpoints_while_fed(
-    job: RunningJob, server: CountingS3Server, idle: dict[str, float], files: int, every: float
+    job: RunningJob, server: CountingS3Server, idle: dict[str, float], files: int, every: float, settle: float
 ) -> dict[str, Any]:
-    """Feed ``files`` files ``every`` seconds apart, then wait for a checkpoint after the last; requests per
-    checkpoint completed meanwhile (counted, not inferred from ids: a declined checkpoint skips one), net of idle.
+    """Feed ``files`` files ``every`` seconds apart, then wait until no checkpoint has completed for ``settle``
+    seconds; requests per checkpoint completed meanwhile (counted, not inferred from ids: a declined checkpoint
+    skips one), net of idle.
     """
     before, started = job.newest(), time.monotonic()
     seen: set[int] = set()
@@ -171,8 +172,17 @@ def _checkpoints_while_fed(
         job.landing.add_file()
         time.sleep(every)
         look()
-    last_fed = look()
-    job.wait(lambda: look() > last_fed, 120, "a checkpoint of the last data")
+    # Then until no checkpoint has completed for longer than the interval: the job is idle again, so no
+    # checkpoint is half counted when the window closes.
+    changed, newest = time.monotonic(), look()
+    while time.monotonic() - changed < settle:
+        if job.process.poll() is not None or time.monotonic() - changed > 120:
+            raise RuntimeError(f"the job exited {job.process.returncode} or kept checkpointing; see {job.log_path}")
+        time.sleep(1)
+        if look() != newest:
+            changed, newest = time.monotonic(), look()
+    if not seen:
+        raise RuntimeError(f"no checkpoint completed while data arrived; see {job.log_path}")
     busy, elapsed, made = server.snapshot(), time.monotonic() - started, len(seen)
     net = {kind: (count - idle[kind] * elapsed) / made for kind, count in busy.items()}
     return {
@@ -193,7 +203,7 @@ def checkpoint_cost_by_age(server: CountingS3Server, folder: Path, age: int) -> 
     try:
         job.started()
         idle = _idle_rate(server, 30)
-        young = _checkpoints_while_fed(job, server, idle, 10, 2)
+        young = _checkpoints_while_fed(job, server, idle, 10, 2, settle=4)
         target = job.newest() + age
         while job.newest() < target:  # age the job: a batch, and a checkpoint, about every second
             if job.process.poll() is not None:
@@ -201,7 +211,7 @@ def checkpoint_cost_by_age(server: CountingS3Server, folder: Path, age: int) -> 
             job.landing.add_file()
             time.sleep(0.7)
         time.sleep(5)
-        old = _checkpoints_while_fed(job, server, idle, 10, 2)
+        old = _checkpoints_while_fed(job, server, idle, 10, 2, settle=4)
     finally:
         job.stop()
     return {"young": young, f"after {age} more checkpoints": old}
@@ -222,7 +232,7 @@ def running_job(server: CountingS3Server, idle_seconds: float, folder: Path) -> 
         idle_rate = idle_rates["total"]
 
         # Data keeps arriving for a while: batches, and checkpoints at the default interval.
-        busy = _checkpoints_while_fed(job, server, idle_rates, 10, 3)
+        busy = _checkpoints_while_fed(job, server, idle_rates, 10, 3, settle=12)  # the default 10 s interval
 
         time.sleep(random.uniform(0, 9))  # the request lands anywhere between two of the job's polls
         server.reset()
