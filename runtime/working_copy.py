@@ -10,10 +10,12 @@ filesystem. Every frozen file is checked against the size the capture's listing 
 
 from __future__ import annotations
 
+import logging
 import os
 import posixpath
 import shutil
 import tempfile
+import time
 
 import fsspec
 from fsspec.core import url_to_fs
@@ -21,6 +23,8 @@ from fsspec.implementations.local import LocalFileSystem
 
 from spark_checkpoint_runtime.layout import relative_to
 from spark_checkpoint_runtime.state_files import CaptureRaced
+
+log = logging.getLogger(__name__)
 
 
 class WorkingCopy:
@@ -141,12 +145,25 @@ class WorkingCopy:
         except FileNotFoundError:
             pass
 
-    def remove(self) -> None:
-        """Delete the whole run folder (the durable copy lives under the checkpoint root)."""
-        try:
-            self.fs.rm(self.run_path, recursive=True)
-        except FileNotFoundError:
-            pass
+    def remove(self, attempts: int = 20, pause: float = 0.25) -> None:
+        """Delete the whole run folder (the durable copy lives under the checkpoint root).
+
+        Spark's state store maintenance can still write into the folder for a moment after the query
+        stopped (a session that outlives the run keeps its state store providers loaded), and a removal
+        that meets a file created mid-way fails. It is retried; when the folder still cannot go, a warning
+        names it and the run's outcome stands, since a leftover working folder holds nothing durable.
+        """
+        for attempt in range(1, attempts + 1):
+            try:
+                self.fs.rm(self.run_path, recursive=True)
+                return
+            except FileNotFoundError:
+                return
+            except OSError as error:
+                if attempt == attempts:
+                    log.warning("could not remove working folder %s (%s); delete it by hand", self.run_path, error)
+                    return
+                time.sleep(pause)
 
 
 def link_or_copy(source: str, destination: str) -> None:

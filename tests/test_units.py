@@ -403,3 +403,38 @@ def test_a_poke_with_nothing_new_lists_only_the_job_folder_and_restore_lists_onl
     listed.clear()
     assert storage.latest_valid_checkpoint().metadata.id == 3
     assert not [p for p in listed if "/shared" in p and not p.endswith("/shared/r1")], listed
+
+
+def test_removing_the_working_folder_outlasts_a_writer_still_creating_files(tmp_path):
+    """Spark's maintenance may write into the folder as the run removes it; the removal retries until done."""
+    import threading
+    import time
+
+    from spark_checkpoint_runtime.working_copy import WorkingCopy
+
+    working = WorkingCopy(str(tmp_path / "work"), "j", "run-1")
+    working.create()
+    partition = Path(working.file_path("state/0/0/1.delta")).parent
+    partition.mkdir(parents=True)
+    stop = threading.Event()
+    written = []
+
+    def maintenance() -> None:
+        # Keeps one partition folder busy with new files for a while, as a snapshot upload would.
+        deadline = time.monotonic() + 0.6
+        while time.monotonic() < deadline:
+            partition.mkdir(parents=True, exist_ok=True)
+            for n in range(50):
+                (partition / f"{len(written)}-{n}.zip").write_bytes(b"x")
+            written.append(1)
+        stop.set()
+
+    writer = threading.Thread(target=maintenance)
+    writer.start()
+    time.sleep(0.05)  # the writer is busy: a single recursive delete fails here ("Directory not empty")
+    working.remove(pause=0.05)
+    writer.join()
+    # The removal may have won before the writer stopped; once the writer is done, one more pass must clear it.
+    working.remove(pause=0.05)
+    assert stop.is_set() and written
+    assert not Path(working.run_path).exists()
