@@ -17,6 +17,8 @@ import posixpath
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,7 @@ from spark_checkpoint_runtime.layout import (  # noqa: E402
     CheckpointMetadata,
     CheckpointStorage,
     FileEntry,
+    job_storage,  # noqa: E402
     now_ms,
     write_metadata_atomically,
 )
@@ -90,41 +93,54 @@ def populate(storage: CheckpointStorage, checkpoints: int, savepoints: int, file
     return storage
 
 
-def count_list_calls(storage: CheckpointStorage) -> dict[str, int]:
-    """Count the list calls retention makes on this filesystem instance.
+@contextmanager
+def count_list_calls(storage: CheckpointStorage) -> Iterator[dict[str, int]]:
+    """Count the list calls retention makes on this filesystem instance, and its local recursive listings.
 
-    Only outermost calls count: a local ``find`` walks folder by folder internally, while on object
-    storage the same ``find`` is one paginated listing, which is what the count stands for.
+    Only outermost calls count: a local ``find`` (or the runtime's own local listing, ``local_files``)
+    walks folder by folder internally, while on object storage the same ``find`` is one paginated
+    listing, which is what the count stands for.
     """
-    counts = dict.fromkeys(LIST_METHODS, 0)
+    counts = dict.fromkeys((*LIST_METHODS, "local_files"), 0)
     depth = [0]
-    for name in LIST_METHODS:
-        original = getattr(storage.fs, name)
 
-        def counted(*args: Any, _original=original, _name=name, **kwargs: Any) -> Any:
+    def counting(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        def counted(*args: Any, **kwargs: Any) -> Any:
             if depth[0] == 0:
-                counts[_name] += 1
+                counts[name] += 1
             depth[0] += 1
             try:
-                return _original(*args, **kwargs)
+                return original(*args, **kwargs)
             finally:
                 depth[0] -= 1
 
-        setattr(storage.fs, name, counted)
-    return counts
+        return counted
+
+    for name in LIST_METHODS:
+        setattr(storage.fs, name, counting(name, getattr(storage.fs, name)))
+    original_local = job_storage.local_files
+    job_storage.local_files = counting("local_files", original_local)
+    try:
+        yield counts
+    finally:
+        job_storage.local_files = original_local
+        for name in LIST_METHODS:
+            delattr(storage.fs, name)
 
 
 def measure(checkpoints: int, savepoints: int, files: int) -> dict[str, Any]:
     """One retention run over a fresh local job: times, outermost list calls, what it deleted."""
     with tempfile.TemporaryDirectory(prefix="retention-scale-") as base:
         storage = populate(CheckpointStorage(base, "scale"), checkpoints, savepoints, files)
-        counts = count_list_calls(storage)
-        started = time.perf_counter()
-        plan = plan_job_retention(storage, num_retained=3, savepoint_max_count=10, orphan_grace=3600, now=time.time())
-        planned = time.perf_counter()
-        list_calls_planning = sum(counts.values())
-        apply_job_retention(storage, plan)
-        done = time.perf_counter()
+        with count_list_calls(storage) as counts:
+            started = time.perf_counter()
+            plan = plan_job_retention(
+                storage, num_retained=3, savepoint_max_count=10, orphan_grace=3600, now=time.time()
+            )
+            planned = time.perf_counter()
+            list_calls_planning = sum(counts.values())
+            apply_job_retention(storage, plan)
+            done = time.perf_counter()
         return {
             "checkpoints": checkpoints,
             "savepoints": savepoints,

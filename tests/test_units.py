@@ -438,3 +438,34 @@ def test_removing_the_working_folder_outlasts_a_writer_still_creating_files(tmp_
     working.remove(pause=0.05)
     assert stop.is_set() and written
     assert not Path(working.run_path).exists()
+
+
+def test_the_local_listing_retention_uses_answers_as_fsspec_find_does(tmp_path):
+    """Retention's fast local listing must see what ``LocalFileSystem.find`` sees, links included."""
+    import os
+
+    from fsspec.implementations.local import LocalFileSystem
+
+    from spark_checkpoint_runtime.layout.store import local_files, modified_time
+
+    job = tmp_path / "job"
+    (job / "chk-1" / "deep").mkdir(parents=True)
+    (job / "chk-1" / "deep" / "a").write_bytes(b"a" * 7)
+    (job / "shared").mkdir()
+    (job / "shared" / "s").write_bytes(b"s" * 3)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "big").write_bytes(b"b" * 100)
+    os.symlink(outside, job / "chk-2")  # a planted folder link: listed as an entry, never walked into
+    os.symlink(outside / "big", job / "shared" / "link")  # a file link: its target's size
+    os.symlink(tmp_path / "missing", job / "shared" / "dangling")
+
+    fs = LocalFileSystem()
+    expected = {
+        path: (int(info.get("size") or 0), modified_time(info))
+        for path, info in fs.find(str(job), detail=True).items()
+        if info.get("type") != "directory"
+    }
+    assert local_files(str(job)) == expected
+    assert local_files(str(job))[str(job / "shared" / "link")][0] == 100
+    assert local_files(str(tmp_path / "nothing-here")) == {}

@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import posixpath
+import stat
 from collections.abc import Iterator
 from typing import Any
 
@@ -40,6 +41,8 @@ from spark_checkpoint_runtime.layout.savepoints import SavepointFolder
 from spark_checkpoint_runtime.layout.store import (
     delete_each,
     discard_folders,
+    is_object_store,
+    local_files,
     modified_time,
     open_url,
     probe_exclusive_create,
@@ -215,6 +218,8 @@ class CheckpointStorage:
 
     def files_with_details(self, folder: str) -> dict[str, tuple[int, float | None]]:
         """Every file under a job folder: job-relative path to (size, modification time in epoch seconds)."""
+        if isinstance(self.fs, LocalFileSystem):
+            return {relative_to(path, self.job_path): details for path, details in local_files(folder).items()}
         try:
             found = self.fs.find(folder, detail=True)
         except FileNotFoundError:
@@ -307,7 +312,10 @@ class CheckpointStorage:
         self._discard([self.checkpoint_path(i) for i in checkpoint_ids], listed_files)
 
     def _discard(self, folders: list[str], listed_files: list[str] | None) -> None:
-        listed = None if listed_files is None else self.inside_job([self.job_file(r) for r in listed_files])
+        # Only an object store deletes by the listed files; elsewhere each folder goes whole.
+        listed = None
+        if listed_files is not None and is_object_store(self.fs):
+            listed = self.inside_job([self.job_file(r) for r in listed_files])
         discard_folders(self.fs, self.inside_job(folders), listed)
 
     def delete_job_files(self, relatives: list[str]) -> None:
@@ -325,12 +333,36 @@ class CheckpointStorage:
         home = os.path.realpath(self.job_path)
         inside = []
         for path in paths:
+            if self._no_link_below_job(path):
+                inside.append(path)
+                continue
             real = os.path.realpath(path)
             if real == home or real.startswith(home.rstrip("/") + "/"):
                 inside.append(path)
             else:
                 log.error("not deleting %s: it leads out of the job folder (to %s)", path, real)
         return inside
+
+    def _no_link_below_job(self, path: str) -> bool:
+        """True when ``path`` names a place under the job folder through real folders only.
+
+        One ``lstat`` per level below the job folder, where a full ``realpath`` resolves every level from
+        ``/``: retention checks 10,000 folders at a time. Anything else (a link, a missing level, a path
+        not spelled under the job folder) goes to the full check.
+        """
+        current = self.job_path.rstrip("/")
+        if not path.startswith(current + "/"):
+            return False
+        for part in path[len(current) + 1 :].rstrip("/").split("/"):
+            if part in ("", ".", ".."):
+                return False
+            current = f"{current}/{part}"
+            try:
+                if stat.S_ISLNK(os.lstat(current).st_mode):
+                    return False
+            except OSError:
+                return False
+        return True
 
     def withdraw_checkpoint_metadata(self, checkpoint_id: int, run_id: str) -> None:
         """Delete ``chk-<N>/_metadata`` if run ``run_id`` wrote it (a run that lost the job takes it back)."""

@@ -209,6 +209,48 @@ def delete_each(fs: fsspec.AbstractFileSystem, paths: list[str], *, recursive: b
         list(pool.map(delete, paths, chunksize=64))
 
 
+def local_files(folder: str) -> dict[str, tuple[int, float | None]]:
+    """Every file under a local folder: path to (size, modification time), as fsspec's ``find`` lists them.
+
+    The same answer as ``LocalFileSystem.find(folder, detail=True)`` (links are not followed into folders;
+    a link counts as a file of its target's size) from one ``scandir`` per folder, where ``find`` costs
+    several ``stat`` calls per file: retention lists 130,000 files at once.
+    """
+    found: dict[str, tuple[int, float | None]] = {}
+    pending = [folder.rstrip("/") or "/"]
+    first = True
+    while pending:
+        current = pending.pop()
+        try:
+            entries = list(os.scandir(current))
+        except FileNotFoundError:
+            if first:
+                return {}
+            continue  # deleted while listed
+        except NotADirectoryError:
+            if first:
+                info = os.stat(current)
+                return {current: (info.st_size, info.st_mtime)}
+            continue
+        first = False
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append(entry.path)
+                    continue
+                own = entry.stat(follow_symlinks=False)
+                size = own.st_size
+                if entry.is_symlink():
+                    try:
+                        size = entry.stat(follow_symlinks=True).st_size
+                    except OSError:
+                        size = 0
+                found[entry.path] = (size, own.st_mtime)
+            except FileNotFoundError:
+                continue
+    return found
+
+
 def modified_time(info: dict[str, Any]) -> float | None:
     """Modification time (epoch seconds) from an fsspec ``info`` dict, whatever the filesystem calls it."""
     for key in ("mtime", "LastModified", "last_modified", "updated", "modified", "created"):
