@@ -269,7 +269,10 @@ class CheckpointCoordinator:
                 return
             with self._changed:
                 pending = self._pending
-                if pending is None or not pending.future.done():  # an upload that just ended is finished now
+                # Wait only with nothing to do: an upload that just ended is finished now, and a request
+                # queued while this thread was busy (its notify came before this wait) is served at once.
+                waiting_request = pending is None and bool(self._requests)
+                if not waiting_request and (pending is None or not pending.future.done()):
                     self._changed.wait(0.05)
 
     def _step(self) -> None:

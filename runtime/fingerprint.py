@@ -162,15 +162,18 @@ def state_store_settings(spark: Any) -> dict[str, Any]:
         "provider": provider.rsplit(".", 1)[-1],
         "provider_class": provider,
         "checkpoint_format_version": int(_conf(spark, FORMAT_VERSION_CONF) or 1),
-        "changelog_checkpointing": (_conf(spark, CHANGELOG_CONF) or "false").lower() == "true",
+        # Not a registered conf (RocksDB reads its confs by prefix): asking without a default raises in the
+        # JVM, and converting that exception costs a restart about 20 ms.
+        "changelog_checkpointing": (_conf(spark, CHANGELOG_CONF, "false") or "false").lower() == "true",
     }
 
 
-def _conf(spark: Any, key: str) -> str | None:
+def _conf(spark: Any, key: str, default: str | None = None) -> str | None:
+    """The session's value of ``key``: Spark's own default for a registered conf, else ``default``."""
     try:
-        return spark.conf.get(key)
+        return spark.conf.get(key) if default is None else spark.conf.get(key, default)
     except Exception:  # noqa: BLE001 - a conf unknown to this Spark has no value here
-        return None
+        return default
 
 
 def pinned_conf_values(spark: Any, keys: list[str]) -> dict[str, str | None]:

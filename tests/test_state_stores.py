@@ -84,6 +84,7 @@ def test_snapshot_and_restore_keep_the_output_exact(spark, tmp_path, landing, cl
     assert tuple(sorted(op["type"] for op in meta["fingerprint"]["operators"])) == tuple(sorted(family.types))
     recorded = meta["fingerprint"]["state_store"]
     assert recorded["provider"] == ("RocksDBStateStoreProvider" if store != "hdfs" else "HDFSBackedStateStoreProvider")
+    assert recorded["changelog_checkpointing"] is (store in ("rocksdb-changelog", "rocksdb-v2"))
     state = [f["target"] for f in meta["files"] if f["target"].startswith("state/")]
     if store == "hdfs":
         assert any(t.endswith(".delta") for t in state)
