@@ -22,6 +22,7 @@ from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
 from spark_checkpoint_runtime.layout import relative_to
+from spark_checkpoint_runtime.layout.store import local_files
 from spark_checkpoint_runtime.state_files import CaptureRaced
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,9 @@ class WorkingCopy:
 
     def listing(self) -> dict[str, int]:
         """Every file in Spark's folder: path relative to it, and size."""
+        if self.is_local:  # each capture lists it: one scandir per folder, not several stat calls per file
+            found_here = local_files(self.spark_path)
+            return {relative_to(path, self.spark_path): size for path, (size, _) in found_here.items()}
         try:
             found = self.fs.find(self.spark_path, detail=True)
         except FileNotFoundError:

@@ -423,9 +423,12 @@ def test_removing_the_working_folder_outlasts_a_writer_still_creating_files(tmp_
         # Keeps one partition folder busy with new files for a while, as a snapshot upload would.
         deadline = time.monotonic() + 0.6
         while time.monotonic() < deadline:
-            partition.mkdir(parents=True, exist_ok=True)
-            for n in range(50):
-                (partition / f"{len(written)}-{n}.zip").write_bytes(b"x")
+            try:
+                partition.mkdir(parents=True, exist_ok=True)
+                for n in range(50):
+                    (partition / f"{len(written)}-{n}.zip").write_bytes(b"x")
+            except FileNotFoundError:
+                continue  # the removal took the folder mid-way: make it again, as Spark's mkdirs would
             written.append(1)
         stop.set()
 
