@@ -374,7 +374,8 @@ def goals() -> list[str]:
     """Each goal judged from the JSON: met only when every measured case meets it."""
     run, sizes = load("results.json"), load("state_size.json")["sizes"]
     rocksdb = load("state_size_rocksdb.json")["sizes"]
-    cost = load("request_cost.json")["running_job"]
+    request_cost_data = load("request_cost.json")
+    cost = request_cost_data["running_job"]
     retention_data = load("retention_scale.json")
     rows = []
 
@@ -433,7 +434,7 @@ def goals() -> list[str]:
             f"{answered['stop']:g} s (stop)",
         ]
     )
-    poke = load("request_cost.json")["storage"]["sensor poke, nothing new"]
+    poke = request_cost_data["storage"]["sensor poke, nothing new"]
     rows.append(
         [
             "a sensor poke with nothing new costs O(1) requests and never lists `shared/`",

@@ -24,6 +24,7 @@ from spark_checkpoint_runtime.streaming_job import StreamingJob
 from tests.conftest import (
     Landing,
     completed_checkpoints,
+    continuous_counts_args,
     final_counts,
     job_args,
     kill_group,
@@ -44,17 +45,13 @@ def _largest_counts(output: Path) -> dict[str, int]:
 def test_savepoint_upgrade_lifecycle(spark, tmp_path: Path, landing: Landing):
     root, work, output = tmp_path / "root", tmp_path / "work", tmp_path / "out"
     landing.add_files(6)
-    v1_args = job_args(
+    v1_args = continuous_counts_args(
         "counts",
         root,
         work,
         landing,
-        pipeline="examples.pipelines:running_counts",
-        output_mode="update",
-        sink=f"parquet:{output}",
-        trigger="continuous",
+        output,
         batch_interval="200ms",
-        checkpoint_interval="1s",
         savepoint_targets=str(tmp_path / "targets"),  # savepoints may go there, besides the checkpoint root
     )
     v1 = start_module(v1_args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
