@@ -16,7 +16,7 @@ import sys
 from benchmarks import page_latency, report, request_cost, retention_scale, run, sensor_latency, state_size
 
 RUNS = (
-    (run.main, ["--rounds", "5"]),
+    (run.main, ["--rounds", "9", "--continuous-seconds", "20"]),
     (state_size.main, []),
     (state_size.main, ["--store", "rocksdb", "--sizes-mb", "100,1000"]),
     (state_size.main, ["--root", "s3", "--sizes-mb", "10,100", "--rounds", "5"]),
