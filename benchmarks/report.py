@@ -388,13 +388,21 @@ def goals() -> list[str]:
             "; ".join(f"{_case(name)}: {v:.1f} %" for name, v in over.items()),
         ]
     )
-    bytes_max = {mb(s["state_bytes"]): s["written_to_native_ratio_max"] for s in sizes}
-    bytes_max |= {f"RocksDB {mb(s['state_bytes'])}": s["written_to_native_ratio_max"] for s in rocksdb}
+    by_size = {mb(s["state_bytes"]): s for s in sizes} | {f"RocksDB {mb(s['state_bytes'])}": s for s in rocksdb}
+    # Judged over the whole sequence of restarts where the JSON has it (Spark's maintenance writes snapshots
+    # at its own pace, outside any one restart's window); older results only have the worst single restart.
+    judged = {
+        k: s.get("written_to_native_sequence_ratio", s["written_to_native_ratio_max"]) for k, s in by_size.items()
+    }
     rows.append(
         [
-            f"bytes written per checkpoint within {BYTES_GOAL_RATIO:g}× of what Spark itself wrote for the change",
-            _verdict(all(v <= BYTES_GOAL_RATIO for v in bytes_max.values())),
-            "worst restart: " + "; ".join(f"{k}: {v:.2f}×" for k, v in bytes_max.items()),
+            f"bytes written within {BYTES_GOAL_RATIO:g}× of what Spark itself wrote for the same changes "
+            "(over all restarts)",
+            _verdict(all(v <= BYTES_GOAL_RATIO for v in judged.values())),
+            "; ".join(
+                f"{k}: {judged[k]:.2f}× (worst single restart {s['written_to_native_ratio_max']:.2f}×)"
+                for k, s in by_size.items()
+            ),
         ]
     )
     added = {_case(name): r["ours_batch_ms_p95"] - r["plain_batch_ms_p95"] for name, r in cases.items()}

@@ -37,6 +37,9 @@ def test_state_size_measures_checkpoint_cost_and_restore(spark, tmp_path):
     assert 0 < result["bytes_written"] < result["state_bytes"]
     written_to_native = result["bytes_written"] / result["native_new_bytes"]
     assert result["written_to_native_ratio"] == pytest.approx(written_to_native, rel=0.01)
+    # Over the whole sequence (one restart here): at least what that restart's own listing saw.
+    assert result["written_sequence_bytes"] == result["bytes_written"]
+    assert result["native_sequence_bytes"] >= result["native_new_bytes"] > 0
     assert result["restore_plain_seconds"] > 0 and result["restore_ours_seconds"] > 0
     assert result["restore_ratios"] == [
         pytest.approx(result["restore_ours_seconds"] / result["restore_plain_seconds"], abs=0.002)
