@@ -22,7 +22,7 @@ from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
 from spark_checkpoint_runtime.layout import relative_to
-from spark_checkpoint_runtime.layout.store import local_files
+from spark_checkpoint_runtime.layout.store import files_under
 from spark_checkpoint_runtime.state_files import CaptureRaced
 
 log = logging.getLogger(__name__)
@@ -68,19 +68,9 @@ class WorkingCopy:
         self.fs.makedirs(self.spark_path, exist_ok=True)
 
     def listing(self) -> dict[str, int]:
-        """Every file in Spark's folder: path relative to it, and size."""
-        if self.is_local:  # each capture lists it: one scandir per folder, not several stat calls per file
-            found_here = local_files(self.spark_path)
-            return {relative_to(path, self.spark_path): size for path, (size, _) in found_here.items()}
-        try:
-            found = self.fs.find(self.spark_path, detail=True)
-        except FileNotFoundError:
-            return {}
-        return {
-            relative_to(path, self.spark_path): int(info.get("size") or 0)
-            for path, info in found.items()
-            if info.get("type") != "directory"
-        }
+        """Every file in Spark's folder: path relative to it, and size (each capture lists it)."""
+        found = files_under(self.fs, self.spark_path)
+        return {relative_to(path, self.spark_path): size for path, (size, _) in found.items()}
 
     def file_path(self, target: str) -> str:
         return posixpath.join(self.spark_path, target)

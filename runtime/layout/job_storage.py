@@ -41,8 +41,8 @@ from spark_checkpoint_runtime.layout.savepoints import SavepointFolder
 from spark_checkpoint_runtime.layout.store import (
     delete_each,
     discard_folders,
+    files_under,
     is_object_store,
-    local_files,
     modified_time,
     open_url,
     probe_exclusive_create,
@@ -218,17 +218,7 @@ class CheckpointStorage:
 
     def files_with_details(self, folder: str) -> dict[str, tuple[int, float | None]]:
         """Every file under a job folder: job-relative path to (size, modification time in epoch seconds)."""
-        if isinstance(self.fs, LocalFileSystem):
-            return {relative_to(path, self.job_path): details for path, details in local_files(folder).items()}
-        try:
-            found = self.fs.find(folder, detail=True)
-        except FileNotFoundError:
-            return {}
-        return {
-            relative_to(path, self.job_path): (int(info.get("size") or 0), modified_time(info))
-            for path, info in found.items()
-            if info.get("type") != "directory"
-        }
+        return {relative_to(path, self.job_path): details for path, details in files_under(self.fs, folder).items()}
 
     def job_names(self) -> list[str]:
         """Every job folder under the root (names that pass the job-name rules)."""

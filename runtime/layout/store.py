@@ -251,6 +251,25 @@ def local_files(folder: str) -> dict[str, tuple[int, float | None]]:
     return found
 
 
+def files_under(fs: fsspec.AbstractFileSystem, folder: str) -> dict[str, tuple[int, float | None]]:
+    """Every file under ``folder`` on any filesystem: path to (size, modification time); {} if it is missing.
+
+    A local folder goes through ``local_files``; elsewhere one recursive ``find`` (one paginated listing on
+    object storage).
+    """
+    if isinstance(fs, LocalFileSystem):
+        return local_files(folder)
+    try:
+        found = fs.find(folder, detail=True)
+    except FileNotFoundError:
+        return {}
+    return {
+        path: (int(info.get("size") or 0), modified_time(info))
+        for path, info in found.items()
+        if info.get("type") != "directory"
+    }
+
+
 def modified_time(info: dict[str, Any]) -> float | None:
     """Modification time (epoch seconds) from an fsspec ``info`` dict, whatever the filesystem calls it."""
     for key in ("mtime", "LastModified", "last_modified", "updated", "modified", "created"):
