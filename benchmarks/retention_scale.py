@@ -30,8 +30,8 @@ from spark_checkpoint_runtime.layout import (  # noqa: E402
     CheckpointMetadata,
     CheckpointStorage,
     FileEntry,
-    job_storage,  # noqa: E402
     now_ms,
+    store,  # noqa: E402
     write_metadata_atomically,
 )
 from spark_checkpoint_runtime.retention import apply_job_retention, plan_job_retention  # noqa: E402
@@ -118,12 +118,12 @@ def count_list_calls(storage: CheckpointStorage) -> Iterator[dict[str, int]]:
 
     for name in LIST_METHODS:
         setattr(storage.fs, name, counting(name, getattr(storage.fs, name)))
-    original_local = job_storage.local_files
-    job_storage.local_files = counting("local_files", original_local)
+    original_local = store.local_files  # what files_under calls for a local folder
+    store.local_files = counting("local_files", original_local)
     try:
         yield counts
     finally:
-        job_storage.local_files = original_local
+        store.local_files = original_local
         for name in LIST_METHODS:
             delattr(storage.fs, name)
 
