@@ -43,6 +43,23 @@ def how_run_ended(storage: CheckpointStorage, listing: LeaseListing, epoch: int,
     return "released the job" if epoch in listing.released else None
 
 
+def first_run_since(lease: LeaseFiles, listing: LeaseListing, started_after_ms: int) -> tuple[int, dict | None]:
+    """The oldest lease epoch (and its grant) granted at or after ``started_after_ms``; ``(0, None)`` if none.
+
+    A sensor in reschedule mode is a new instance at every poke, and a trigger rebuilt after a triggerer restart
+    has only its arguments: neither remembers which run it watched. The first run since the watch began is that
+    run, so a later run (a restore after the watched one ended) is never mistaken for it. Reads grants from the
+    newest back to the first one older than the watch: usually one or two.
+    """
+    watched, grant = 0, None
+    for candidate in reversed(listing.epochs):
+        found = lease.read(candidate)
+        if found is None or int(found.get("acquired_ms", 0)) < started_after_ms:
+            break
+        watched, grant = candidate, found
+    return watched, grant
+
+
 def judge_running_job(
     storage: CheckpointStorage,
     started_after_ms: int,
@@ -60,10 +77,12 @@ def judge_running_job(
     """
     lease = LeaseFiles(storage)
     listing = lease.listing()
-    watched = epoch if epoch is not None else listing.latest
-    grant = lease.read(watched) if watched else None
+    if epoch is not None:
+        watched, grant = epoch, lease.read(epoch)
+    else:
+        watched, grant = first_run_since(lease, listing, started_after_ms)
     started_ms = int(grant.get("acquired_ms", 0)) if grant else 0
-    if epoch is None and (grant is None or started_ms < started_after_ms):
+    if epoch is None and grant is None:
         if start_timeout_s is not None and now_s - started_after_ms / 1000 > start_timeout_s:
             return RunHealth("not_started", not_started(storage.job_name, start_timeout_s))
         return RunHealth("waiting", f"no run of job {storage.job_name!r} has started since the watch began")

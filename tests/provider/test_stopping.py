@@ -11,6 +11,7 @@ import signal
 import subprocess
 import threading
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import psutil
@@ -139,3 +140,38 @@ def test_the_health_judgement_follows_one_run_until_it_ends(tmp_path: Path, how:
     assert (
         event["run_status"] == {"released": "released the job", "reported": "killed", "taken over": "taken over"}[how]
     )
+
+
+def test_a_watch_that_forgot_its_run_still_follows_the_first_run_since_it_began(tmp_path: Path):
+    """Reschedule mode builds a new sensor for every poke, and a restarted triggerer rebuilds the trigger from
+    its arguments: the pinned epoch is gone. The run watched is still the first since the watch began, so a
+    restore run that took the job after the watched one was taken over is not mistaken for it."""
+    from airflow_checkpoint_provider.sensors import RunningJobHealthSensor
+
+    storage = CheckpointStorage(str(tmp_path), "job")
+    watch_start = now_ms()
+    _hold(storage, 1, "before", acquired_ms=watch_start - 60_000)  # from before the watch
+    _hold(storage, 2, "watched", acquired_ms=watch_start + 1_000)
+    _hold(storage, 3, "restore", acquired_ms=watch_start + 5_000)  # took the job over from run 2
+
+    def poke_once() -> object:
+        sensor = RunningJobHealthSensor(  # a fresh instance, as each rescheduled poke gets
+            task_id="watch",
+            job_name="job",
+            checkpoint_root=str(tmp_path),
+            started_after=datetime.fromtimestamp(watch_start / 1000, UTC).isoformat(),
+            checkpoint_interval="10s",
+            deferrable=False,
+            mode="reschedule",
+        )
+        return sensor.poke({})
+
+    result = poke_once()
+    assert result.is_done and result.xcom_value["epoch"] == 2, result.xcom_value
+    assert result.xcom_value["run_status"] == "taken over"
+    ended = judge_running_job(storage, watch_start, 30, time.time())
+    assert (ended.state, ended.details["run_id"]) == ("ended", "run-2")
+    # Before the watch began nothing counted; with only run 1, the watch still waits.
+    only_old = CheckpointStorage(str(tmp_path), "other")
+    _hold(only_old, 1, "before", acquired_ms=watch_start - 60_000)
+    assert judge_running_job(only_old, watch_start, 30, time.time()).state == "waiting"
