@@ -240,10 +240,14 @@ def _ratio_of_medians(size: dict[str, Any]) -> float:
 def state_size(name: str) -> list[str]:
     data = load(name)
     sizes = ",".join(f"{size['size_mb_target']:g}" for size in data["sizes"])
-    command = f"python -m benchmarks.state_size --sizes-mb {sizes} --rounds {data['rounds']}"
+    command = f"python -m benchmarks.state_size --sizes-mb {sizes}"
+    command += f" --rounds {data['rounds']}" if data.get("rounds") else ""
     command += "".join(
         f" --{key} {data[key]}" for key in ("store", "root") if data.get(key, "hdfs") not in ("hdfs", "local")
     )
+    # Results from before the option ran at Spark's default maintenance interval.
+    if (interval := data.get("maintenance_interval", "60s")) != "2s":
+        command += f" --maintenance-interval {interval}"
     rocksdb = data.get("store") == "rocksdb"
     header = ["state", "1 % changed", "ours written per checkpoint", "Spark itself wrote", "ours / Spark"]
     header += ["native new SST", "ours / SST"] if rocksdb else []
@@ -370,6 +374,17 @@ def page_latency() -> list[str]:
     ]
 
 
+def _bytes_views(size: dict[str, Any]) -> str:
+    """The bytes goal's views of one size: the job's life and the restarts alone where measured, the worst one."""
+    views = []
+    if "written_to_native_life_ratio" in size:
+        views.append(f"life {size['written_to_native_life_ratio']:.2f}×")
+    if "written_to_native_sequence_ratio" in size:
+        views.append(f"restarts {size['written_to_native_sequence_ratio']:.2f}×")
+    views.append(f"worst single restart {size['written_to_native_ratio_max']:.2f}×")
+    return ", ".join(views)
+
+
 def goals() -> list[str]:
     """Each goal judged from the JSON: met only when every measured case meets it."""
     run, sizes = load("results.json"), load("state_size.json")["sizes"]
@@ -389,20 +404,20 @@ def goals() -> list[str]:
         ]
     )
     by_size = {mb(s["state_bytes"]): s for s in sizes} | {f"RocksDB {mb(s['state_bytes'])}": s for s in rocksdb}
-    # Judged over the whole sequence of restarts where the JSON has it (Spark's maintenance writes snapshots
-    # at its own pace, outside any one restart's window); older results only have the worst single restart.
+    # Judged over the job's whole life (the build and every restart) and over the restarts alone, the worse of
+    # the two: either window ends where one side has written a snapshot of a partition (a quarter of the state)
+    # that the other writes or stores a restart later. Older results have only the restarts, or one restart.
     judged = {
-        k: s.get("written_to_native_sequence_ratio", s["written_to_native_ratio_max"]) for k, s in by_size.items()
+        k: max(s.get("written_to_native_life_ratio", 0), s.get("written_to_native_sequence_ratio", 0))
+        or s["written_to_native_ratio_max"]
+        for k, s in by_size.items()
     }
     rows.append(
         [
             f"bytes written within {BYTES_GOAL_RATIO:g}× of what Spark itself wrote for the same changes "
-            "(over all restarts)",
+            "(over the job's life, and over the restarts alone)",
             _verdict(all(v <= BYTES_GOAL_RATIO for v in judged.values())),
-            "; ".join(
-                f"{k}: {judged[k]:.2f}× (worst single restart {s['written_to_native_ratio_max']:.2f}×)"
-                for k, s in by_size.items()
-            ),
+            "; ".join(f"{k}: {_bytes_views(s)}" for k, s in by_size.items()),
         ]
     )
     added = {_case(name): r["ours_batch_ms_p95"] - r["plain_batch_ms_p95"] for name, r in cases.items()}

@@ -135,8 +135,12 @@ def run_ours(
     pipeline: str | None = None,
     root: str | None = None,
     storage_options: dict[str, Any] | None = None,
+    num_retained: int | None = None,
 ) -> dict[str, Any]:
-    """Our runtime in the same session: checkpoints to ``root`` (default a local folder), two-phase Parquet sink."""
+    """Our runtime in the same session: checkpoints to ``root`` (default a local folder), two-phase Parquet sink.
+
+    ``num_retained`` overrides the default retention (3), for a caller that reads every checkpoint afterwards.
+    """
     from spark_checkpoint_runtime.layout import CheckpointStorage
     from spark_checkpoint_runtime.options import options_from_mapping
     from spark_checkpoint_runtime.streaming_job import StreamingJob
@@ -155,6 +159,7 @@ def run_ours(
             "restore_from": restore,
             "trigger": trigger,
             **({"max_duration": max_duration} if max_duration else {}),
+            **({"num_retained": num_retained} if num_retained else {}),
             "conf": {"spark.benchmark.landing": str(landing), "spark.benchmark.maxFilesPerTrigger": str(per_trigger)},
         }
     )

@@ -1,6 +1,6 @@
 """Checkpoint cost and restore time against state size, with plain Spark measured in the same run.
 
-    .venv/bin/python -m benchmarks.state_size [--sizes-mb 10,100,1000] [--rounds 9] [--store hdfs|rocksdb]
+    .venv/bin/python -m benchmarks.state_size [--sizes-mb 10,100,1000] [--rounds N] [--store hdfs|rocksdb]
         [--root local|s3]
 
 For each size, a wide stateful query (a count and the newest 128-character payload per key, about 140
@@ -23,7 +23,13 @@ Reported per size:
   (delta and snapshot files with the HDFS-backed store; SSTs and zips with RocksDB, SSTs also on their own).
   And over the whole sequence of restarts: every byte ours uploaded against every state file plain Spark's
   folder gained from the end of the build to the last restart (Spark's maintenance writes snapshots at its
-  own pace, often outside a per-restart window).
+  own pace, often outside a per-restart window). And over the job's whole life, the build included.
+
+Both sides run in one JVM, where one state store maintenance timer serves every query. At Spark's default
+(60 s) it fired during whichever side's restart happened to be running, so which side's snapshots (a
+whole partition each, about 260 MB at 1 GB) fell inside the sequence was luck: one side got two, the
+other one. ``--maintenance-interval`` (default 2 s) runs maintenance within every run of both sides, as it
+runs within any job that lives longer than the interval.
 
 ``--store rocksdb`` runs the RocksDB state store on both sides. ``--root s3`` puts ours' checkpoint root on a
 loopback S3 server (moto, ``benchmarks.s3_requests``) that counts requests: each restart then restores from
@@ -102,11 +108,15 @@ def measure(spark: Any, base: Path, size_mb: float, rounds: int, s3: CountingS3S
     else:
         options_ours = {}
 
-    def start(side: str) -> dict[str, Any]:
+    def start(side: str, **retention: int) -> dict[str, Any]:
         if side == "ours":
             if s3 is not None:
                 s3.reset()
-            result = run_ours(spark, landing, base / side, True, **options, **options_ours)
+            result = run_ours(spark, landing, base / side, True, **options, **options_ours, **retention)
+            # Every checkpoint this run completed (retention keeps the newest 3 after it; the build keeps all).
+            new = [m for m in result["checkpoints"] if m["id"] > uploaded["latest"]]
+            uploaded["latest"] = max([uploaded["latest"], *(m["id"] for m in new)])
+            result["bytes_written_run"] = sum(m["bytes_written"] for m in new)
             if s3 is not None:
                 result["requests"] = _requests_by_phase(s3, result)
             return result
@@ -124,7 +134,8 @@ def measure(spark: Any, base: Path, size_mb: float, rounds: int, s3: CountingS3S
     # snapshots whenever it runs, often while the other side's restart is timed, where the per-restart
     # listing cannot see them. The whole sequence counts them.
     seen: dict[str, int] = {}
-    build_plain, build_ours = start("plain"), start("ours")
+    uploaded = {"latest": 0}
+    build_plain, build_ours = start("plain"), start("ours", num_retained=1000)
     initial = _state_listing(base / "plain" / "spark-checkpoint")
     seen.update(initial)
     samples = []
@@ -140,6 +151,8 @@ def measure(spark: Any, base: Path, size_mb: float, rounds: int, s3: CountingS3S
     seen.update(_state_listing(base / "plain" / "spark-checkpoint"))
     native_sequence = sum(n for p, n in seen.items() if p not in initial)
     written_sequence = sum(s["bytes_written"] for s in samples)
+    native_life = sum(seen.values())
+    written_life = build_ours["bytes_written_run"] + written_sequence
     shutil.rmtree(base, ignore_errors=True)
 
     def median(field: str) -> float:
@@ -149,6 +162,7 @@ def measure(spark: Any, base: Path, size_mb: float, rounds: int, s3: CountingS3S
     written_to_native = [s["bytes_written"] / s["native_new_bytes"] for s in samples]
     return {
         "size_mb_target": size_mb,
+        "rounds": rounds,
         "keys": keys,
         "changed_keys": samples[0]["changed_keys"],
         "state_bytes": int(median("state_bytes")),
@@ -170,6 +184,9 @@ def measure(spark: Any, base: Path, size_mb: float, rounds: int, s3: CountingS3S
         "written_sequence_bytes": written_sequence,
         "native_sequence_bytes": native_sequence,
         "written_to_native_sequence_ratio": round(written_sequence / native_sequence, 3),
+        "written_life_bytes": written_life,
+        "native_life_bytes": native_life,
+        "written_to_native_life_ratio": round(written_life / native_life, 3),
         **_sst_ratios(samples),
         **_request_phases(samples),
         "samples": samples,
@@ -231,7 +248,8 @@ def _sample(plain: dict[str, Any], ours: dict[str, Any], changed_keys: int) -> d
         "restore_plain_seconds": plain["seconds"],
         "restore_ours_seconds": ours["seconds"],
         "state_bytes": latest["state_bytes"],
-        "bytes_written": latest["bytes_written"],
+        # Every checkpoint of the restart (one batch, so normally one checkpoint).
+        "bytes_written": ours["bytes_written_run"],
         "capture_ms": latest["durations_ms"]["capture"],
         "upload_ms": latest["durations_ms"]["upload"],
         "spark_wal_plus_commit_ms": statistics.median(plain["spark_commit_ms"] or [0]),
@@ -264,9 +282,19 @@ def print_table(results: list[dict[str, Any]]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.state_size", description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes-mb", default="10,100,1000", help="comma-separated state sizes in MB")
-    parser.add_argument("--rounds", type=int, default=9, help="restarts per size")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        help="restarts per size (default: 25 below 1 GB, where a restart takes a second or two and nine of them "
+        "could not tell a tenth of a second; 9 from 1 GB, where a restart takes 15 s a side)",
+    )
     parser.add_argument("--store", choices=("hdfs", "rocksdb"), default="hdfs", help="the state store both sides use")
     parser.add_argument("--root", choices=("local", "s3"), default="local", help="where ours keeps its checkpoints")
+    parser.add_argument(
+        "--maintenance-interval",
+        default="2s",
+        help="spark.sql.streaming.stateStore.maintenanceInterval on both sides (shared JVM: see above)",
+    )
     parser.add_argument("--out", help="JSON results (default benchmarks/state_size[_rocksdb][_s3].json)")
     args = parser.parse_args(argv)
     suffix = ("" if args.store == "hdfs" else f"_{args.store}") + ("" if args.root == "local" else f"_{args.root}")
@@ -276,6 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     spark = make_session(driver_memory=f"{min(16, max(2, math.ceil(max(sizes) * 12 / 1000)))}g")
     if args.store == "rocksdb":
         spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
+    spark.conf.set("spark.sql.streaming.stateStore.maintenanceInterval", args.maintenance_interval)
     s3 = CountingS3Server().start() if args.root == "s3" else None
     if s3 is not None:
         import logging
@@ -286,7 +315,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for size in sizes:
             started = time.monotonic()
-            results.append(measure(spark, base / f"{size:g}mb", size, args.rounds, s3))
+            rounds = args.rounds or (9 if size >= 1000 else 25)
+            results.append(measure(spark, base / f"{size:g}mb", size, rounds, s3))
             print(f"size {size:g} MB measured in {time.monotonic() - started:.0f} s", flush=True)
     finally:
         shutil.rmtree(base, ignore_errors=True)
@@ -294,7 +324,16 @@ def main(argv: list[str] | None = None) -> int:
         if s3 is not None:
             s3.stop()
     print_table(results)
-    write_result(args.out, {"rounds": args.rounds, "store": args.store, "root": args.root, "sizes": results})
+    write_result(
+        args.out,
+        {
+            "rounds": args.rounds,
+            "store": args.store,
+            "root": args.root,
+            "maintenance_interval": args.maintenance_interval,
+            "sizes": results,
+        },
+    )
     print(f"\nwrote {args.out}")
     return 0
 

@@ -40,6 +40,9 @@ def test_state_size_measures_checkpoint_cost_and_restore(spark, tmp_path):
     # Over the whole sequence (one restart here): at least what that restart's own listing saw.
     assert result["written_sequence_bytes"] == result["bytes_written"]
     assert result["native_sequence_bytes"] >= result["native_new_bytes"] > 0
+    # Over the job's life: the build wrote the whole state on both sides, every build checkpoint counted.
+    assert result["written_life_bytes"] > result["written_sequence_bytes"] + result["state_bytes"] / 2
+    assert result["native_life_bytes"] > result["native_sequence_bytes"] + result["state_bytes"] / 2
     assert result["restore_plain_seconds"] > 0 and result["restore_ours_seconds"] > 0
     assert result["restore_ratios"] == [
         pytest.approx(result["restore_ours_seconds"] / result["restore_plain_seconds"], abs=0.002)
