@@ -4,10 +4,12 @@ The job runs continuously for ``max_duration`` (or until ``upgrade_with_savepoin
 savepoint: both DAGs default to the same job). Beside it, in the triggerer, ``first_checkpoint`` waits for
 this run's first checkpoint and ``watch_health`` watches the running job: no checkpoint within the progress
 window (``max_age``, or the Flink Kubernetes Operator's rule) fails it at once, while the job still runs.
-``stop_stalled_job`` then asks the job to stop and, when its driver does not answer within ``stop_timeout``,
-has the job task kill it. If the job failed or was stopped that way, ``restore_from_latest`` restarts it from
-the latest valid checkpoint (available-now: it drains what is pending and checkpoints). Trigger it from the
-UI to tune the durations.
+When the watch fails or the job task fails, ``stop_stalled_job`` makes sure the job has ended: it asks it to
+stop and, when its driver does not answer within ``stop_timeout``, has the job task kill it. Whenever that
+task ran, ``restore_from_latest`` restarts the job from the latest valid checkpoint (available-now: it drains
+what is pending and checkpoints), whether the stalled job answered the stop or had to be killed. A run that
+ends on its own (``max_duration``, or a savepoint that stops it) skips both. Trigger it from the UI to tune
+the durations.
 """
 
 from __future__ import annotations
@@ -86,6 +88,7 @@ with DAG(
         started_after="{{ dag_run.start_date }}",  # the run this DAG run starts, not one left by an earlier run
         checkpoint_interval="{{ params.checkpoint_interval }}",
         max_age="{{ params.max_age }}",
+        deferrable=True,  # watches in the triggerer: no worker slot held for the job's whole life
         poke_interval=5,
         timeout=7 * 24 * 3600,  # watches for the job's whole life
     )
@@ -93,9 +96,10 @@ with DAG(
         task_id="stop_stalled_job",
         job_name="{{ params.job_name }}",
         checkpoint_root="{{ params.checkpoint_root }}",
-        reason="its checkpoints stalled (restore_automation.watch_health)",
+        reason="its checkpoints stalled or its task failed (restore_automation)",
+        started_after="{{ dag_run.start_date }}",  # only this DAG run's job, never another run holding it
         stop_timeout="{{ params.stop_timeout }}",
-        trigger_rule=TriggerRule.ONE_FAILED,
+        trigger_rule=TriggerRule.ONE_FAILED,  # the watch saw a stall, or the job task failed
     )
     restore_from_latest = RestoreFromCheckpointOperator(
         task_id="restore_from_latest",
@@ -108,7 +112,10 @@ with DAG(
         trigger="available-now",
         conf=spark_conf("{{ params.landing }}"),
         py_files=[EXAMPLES_PACKAGE],
-        trigger_rule=TriggerRule.ONE_FAILED,
+        # After every stop, answered or killed, and even when the kill was not confirmed (the restore then takes
+        # the job over once the lease is silent); skipped with stop_stalled_job when the job ended on its own.
+        trigger_rule=TriggerRule.NONE_SKIPPED,
     )
-    watch_health >> stop_stalled_job
+    [run_job, watch_health] >> stop_stalled_job
+    # The restore also waits for the job task to end, so it never races a job still shutting down.
     [run_job, stop_stalled_job] >> restore_from_latest

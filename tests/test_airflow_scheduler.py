@@ -4,7 +4,8 @@ The job operator declares its Parquet output as an Asset; each run that commits 
 whose extra carries ``checkpoint_id``, ``batch_id`` and ``rows``; a DAG scheduled on that Asset runs after
 each commit and sees the extra. For a continuous job, an ``AssetWatcher`` with ``CheckpointCommitTrigger``
 (in the triggerer) turns each commit into an event while the job runs. Not ``dag.test``: the scheduler, the
-LocalExecutor, the triggerer and the execution API do the work.
+LocalExecutor, the triggerer and the execution API do the work. The restore automation example's stall that
+ends in a graceful stop is here too (its watch runs beside the job, which ``dag.test`` cannot do).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from examples.local_airflow import LocalAirflow
-from tests.conftest import REPO, Landing, continuous_counts_args, start_module
+from spark_checkpoint_runtime.layout import CheckpointStorage, ControlChannel, LeaseFiles
+from tests.conftest import REPO, Landing, continuous_counts_args, final_counts, start_module
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -167,3 +169,52 @@ def test_an_asset_watcher_turns_each_commit_of_a_running_job_into_an_event(tmp_p
         assert metadata["staged_output"]["batches"] == payload["batches"], "each event is a commit of output"
     ids = [e["payload"]["checkpoint_id"] for e in seen]
     assert len(ids) == len(set(ids)), "one event per commit (a DAG run may list its events in any order)"
+
+
+def test_restore_automation_restores_a_stalled_job_that_answered_its_stop(tmp_path: Path):
+    """A stall whose driver is alive (checkpoints come slower than the health window allows) ends with a
+    graceful stop, not a kill: the job task succeeds, and the restore must still run. The example DAG under a
+    real scheduler and triggerer; the frozen-driver case (a kill) is in ``tests/test_cluster.py``."""
+    dags, demo = tmp_path / "dags", tmp_path / "demo"
+    dags.mkdir()
+    for name in ("restore_automation.py", "example_settings.py"):
+        (dags / name).symlink_to(REPO / "dags" / name)
+    landing = Landing(demo / "landing")
+    landing.add_files(3)
+    storage = CheckpointStorage(str(demo / "checkpoints"), "event-counts")
+    airflow = LocalAirflow(tmp_path / "airflow-home", dags, {"CHECKPOINT_DEMO_HOME": str(demo)})
+    try:
+        airflow.start()
+        parsed = "SELECT count(*) FROM dag WHERE dag_id = 'restore_automation'"
+        airflow.wait_for(lambda: airflow.query(parsed)[0][0] == 1, 180, "the DAG to be parsed")
+        # A checkpoint a minute against a 20 s window: the watch sees a stall while the driver still answers.
+        conf = {"max_age": "20s", "checkpoint_interval": "1min", "stop_timeout": "2min", "max_duration": "10min"}
+        triggered = airflow.airflow("dags", "trigger", "restore_automation", "--conf", json.dumps(conf))
+        assert triggered.returncode == 0, triggered.stderr[-2000:]
+        run_id = airflow.wait_for(lambda: airflow.dag_runs("restore_automation"), 60, "the run")[-1][0]
+        airflow.wait_for(lambda: LeaseFiles(storage).unreleased_grant(), 300, "the job to take its lease")
+        grant = LeaseFiles(storage).unreleased_grant()
+        landing.add_files(2)  # arrive while the job runs: the stop or the restore counts them
+        state, tasks = airflow.finished_run("restore_automation", run_id, 600)
+        assert tasks == {
+            "run_job": "success",  # it answered the stop: a final checkpoint, output committed, exit 0
+            "first_checkpoint": "success",
+            "watch_health": "failed",  # the stall
+            "stop_stalled_job": "success",
+            "restore_from_latest": "success",  # restored although nothing failed but the watch
+        }, (tasks, airflow.log_tail("scheduler"))
+        assert state == "success"
+        stopped = json.loads(
+            airflow.query(
+                "SELECT value FROM xcom WHERE dag_id = 'restore_automation' AND run_id = ? "
+                "AND task_id = 'stop_stalled_job' AND key = 'return_value'",
+                run_id,
+            )[0][0]
+        )
+        assert stopped["outcome"] == "stopped" and stopped["run_key"] == grant["run_key"], stopped
+        assert ControlChannel(storage).run_report(grant["run_key"])["status"] == "cancelled"
+        newest = storage.completed_checkpoints()[-1]
+        assert newest.restored_from is not None and newest.restored_from["kind"] == "checkpoint", newest
+    finally:
+        airflow.stop()
+    assert final_counts(demo / "output") == landing.counts_by_key()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from airflow.sdk import BaseOperator, Context
@@ -12,6 +13,7 @@ from airflow.sdk.exceptions import AirflowException
 from airflow_checkpoint_provider.durations import Duration, to_seconds
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
 from airflow_checkpoint_provider.hooks.kill_watch import KILL_POLL_SECONDS
+from airflow_checkpoint_provider.sensors.checkpoint import parse_instant_ms
 from airflow_checkpoint_provider.triggers.health import how_run_ended
 from spark_checkpoint_runtime.durations import format_duration
 from spark_checkpoint_runtime.layout import ControlChannel, LeaseFiles, key_from
@@ -38,13 +40,25 @@ class StopStreamingJobOperator(BaseOperator):
     :param checkpoint_root: its checkpoint root (templated); default: the Host of the ``storage_conn_id``
         connection.
     :param reason: why it is stopped, for the logs and the killed run's report (templated).
+    :param started_after: stop only a run that took the job at or after this moment (templated; a datetime or
+        ISO-8601 string, e.g. ``"{{ dag_run.start_date }}"``): a run from before (another DAG's, or one this
+        DAG run's job task found holding the job) is left alone and the outcome is ``not_running``.
     :param stop_timeout: how long the run may take to stop once asked (templated).
     :param kill_timeout: how long to wait for the kill to be confirmed (templated; default: the job operator's
         kill poll interval plus a minute).
     :param storage_conn_id: ``checkpoint_storage`` connection, if the storage needs credentials.
+    :param poll_interval: time between looks at whether the run ended (seconds, a ``timedelta`` or e.g.
+        ``"2s"``).
     """
 
-    template_fields: Sequence[str] = ("job_name", "checkpoint_root", "reason", "stop_timeout", "kill_timeout")
+    template_fields: Sequence[str] = (
+        "job_name",
+        "checkpoint_root",
+        "reason",
+        "started_after",
+        "stop_timeout",
+        "kill_timeout",
+    )
     ui_color = "#f8e4e4"
 
     def __init__(
@@ -53,20 +67,22 @@ class StopStreamingJobOperator(BaseOperator):
         job_name: str,
         checkpoint_root: str | None = None,
         reason: str = "stopped by {{ ti.dag_id }}.{{ ti.task_id }}",
+        started_after: datetime | str | None = None,
         stop_timeout: Duration = "2min",
         kill_timeout: Duration = KILL_POLL_SECONDS + 60,
         storage_conn_id: str | None = None,
-        poll_interval: float = 2.0,
+        poll_interval: Duration = 2.0,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
         self.job_name = job_name
         self.checkpoint_root = checkpoint_root
         self.reason = reason
+        self.started_after = started_after
         self.stop_timeout = stop_timeout
         self.kill_timeout = kill_timeout
         self.storage_conn_id = storage_conn_id
-        self.poll_interval = poll_interval
+        self.poll_interval = to_seconds(poll_interval, name="poll_interval")
 
     def execute(self, context: Context) -> dict[str, Any]:
         stop_timeout = to_seconds(self.stop_timeout, name="stop_timeout")
@@ -80,6 +96,15 @@ class StopStreamingJobOperator(BaseOperator):
             return {"run_key": None, "run_id": None, "outcome": "not_running"}
         run_key, run_id, epoch = holder.get("run_key"), holder.get("run_id"), holder["epoch"]
         result = {"run_key": run_key, "run_id": run_id}
+        since = parse_instant_ms(self.started_after)
+        if since is not None and int(holder.get("acquired_ms", 0)) < since:
+            self.log.info(
+                "run %s holds job %r since before %s: not the run to stop, left alone",
+                run_id,
+                self.job_name,
+                self.started_after,
+            )
+            return {"run_key": None, "run_id": None, "outcome": "not_running"}
 
         def ended() -> bool:
             return how_run_ended(storage, lease.listing(), epoch, run_key) is not None

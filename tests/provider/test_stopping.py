@@ -1,7 +1,8 @@
 """Stopping a job that holds its lease, the job task's kill watch, and the running-job health judgement.
 
-Real files, real processes and ``dag.test()``; the whole chain with a frozen Spark driver under a real
-scheduler is in ``tests/test_airflow_scheduler.py``.
+Real files, real processes and ``dag.test()``; the whole chain under a real scheduler is in
+``tests/test_cluster.py`` (a frozen driver, killed) and ``tests/test_airflow_scheduler.py`` (a stall whose
+driver answers the stop).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ def test_stop_asks_first_and_says_when_nobody_can_kill(tmp_path: Path, capfd):
     polite, frozen = CheckpointStorage(str(tmp_path), "polite"), CheckpointStorage(str(tmp_path), "frozen")
     _hold(polite, 1, "polite-key")
     _hold(frozen, 1, "frozen-key")
+    older = CheckpointStorage(str(tmp_path), "older")
+    _hold(older, 1, "other-dag-key", acquired_ms=now_ms() - 60_000)
     answered = threading.Event()
 
     def answer_stops() -> None:
@@ -51,8 +54,15 @@ def test_stop_asks_first_and_says_when_nobody_can_kill(tmp_path: Path, capfd):
     responder.start()
     run = load_dag("stop_checks").test(run_conf={"root": str(tmp_path)})
     answered.set()
-    assert task_states(run) == {"nothing_to_stop": "success", "answers_the_stop": "success", "nobody_kills": "failed"}
+    assert task_states(run) == {
+        "nothing_to_stop": "success",
+        "leaves_an_older_run_alone": "success",
+        "answers_the_stop": "success",
+        "nobody_kills": "failed",
+    }
     assert xcom(run, "nothing_to_stop")["outcome"] == "not_running"
+    assert xcom(run, "leaves_an_older_run_alone")["outcome"] == "not_running"
+    assert ControlChannel(older).pending() == [] and ControlChannel(older).kill_request("other-dag-key") is None
     assert xcom(run, "answers_the_stop") == {"run_key": "polite-key", "run_id": "run-1", "outcome": "stopped"}
     # The frozen run got a stop request, then a kill request for its task, with the reason.
     control = ControlChannel(frozen)

@@ -62,6 +62,13 @@ with DAG(dag_id="savepoint_timeout_in_seconds", schedule=None, start_date=dateti
 
 with DAG(dag_id="stop_checks", schedule=None, start_date=datetime(2026, 1, 1), params=PARAMS):
     StopStreamingJobOperator(task_id="nothing_to_stop", job_name="idle", checkpoint_root="{{ params.root }}")
+    StopStreamingJobOperator(  # another DAG's run holds the job since before this DAG run: not ours to stop
+        task_id="leaves_an_older_run_alone",
+        job_name="older",
+        checkpoint_root="{{ params.root }}",
+        started_after="{{ dag_run.start_date }}",
+        stop_timeout="1s",
+    )
     StopStreamingJobOperator(
         task_id="answers_the_stop", job_name="polite", checkpoint_root="{{ params.root }}", stop_timeout=30
     )
