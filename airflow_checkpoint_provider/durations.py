@@ -1,10 +1,12 @@
 """Durations at the Airflow boundary, as DAG authors write them.
 
 Airflow users write ``timeout=300`` meaning seconds, or a ``timedelta``. The runtime follows Flink, where a
-bare number is milliseconds. Every duration argument of this provider's operators and sensors goes through
-``to_seconds``, which takes a ``timedelta``, a number of seconds (also as a rendered template, ``"300"``), or
-a string with a unit (``"500ms"``, ``"10s"``, ``"5min"``, ``"1h"``, ``"7d"``); ``for_runtime`` passes it on to
-the runtime with an explicit unit, so nothing is read in milliseconds by accident.
+bare number is milliseconds. Every duration argument of this provider's operators, sensors and triggers (the
+sensors' inherited ``timeout`` and ``poke_interval`` too) goes through ``to_seconds``, which takes a
+``timedelta``, a number of seconds (also as a rendered template, ``"300"``), or a string with a unit
+(``"500ms"``, ``"10s"``, ``"5min"``, ``"1h"``, ``"7d"``); ``for_runtime`` passes it on to the runtime with an
+explicit unit, so nothing is read in milliseconds by accident. (``execution_timeout`` and ``retry_delay`` are
+Airflow's own and stay ``timedelta``.)
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import math
 import re
 from datetime import timedelta
+from typing import Any
 
 from spark_checkpoint_runtime.durations import parse_duration
 
@@ -40,6 +43,23 @@ def to_seconds(value: Duration, *, name: str) -> float:
 def optional_seconds(value: Duration | None, *, name: str) -> float | None:
     """``to_seconds``, with None or an empty rendered template meaning "not set"."""
     return None if value is None or value == "" else to_seconds(value, name=name)
+
+
+def sensor_durations(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A sensor's keyword arguments with Airflow's own durations (``timeout``, ``poke_interval``) in seconds,
+    also where they come from ``default_args``, so that they too take ``"5min"``, not only a number or a
+    ``timedelta``."""
+
+    def converted(values: dict[str, Any]) -> dict[str, Any]:
+        return {
+            key: to_seconds(value, name=key) if key in ("timeout", "poke_interval") and value is not None else value
+            for key, value in values.items()
+        }
+
+    kwargs = converted(kwargs)
+    if isinstance(kwargs.get("default_args"), dict):
+        kwargs["default_args"] = converted(kwargs["default_args"])
+    return kwargs
 
 
 def for_runtime(value: Duration, *, name: str) -> str:

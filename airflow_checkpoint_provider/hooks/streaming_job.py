@@ -49,6 +49,7 @@ class StreamingJobHook(BaseHook):
     :param conf: Spark confs for spark-submit.
     :param py_files: extra files for ``--py-files``; a package folder is zipped for you.
     :param env_vars: environment for spark-submit.
+    :param name: the Spark application's name (the Spark UI and the cluster's application list show it).
     """
 
     def __init__(

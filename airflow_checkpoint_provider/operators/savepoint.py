@@ -33,6 +33,8 @@ class SavepointOperator(BaseOperator):
     :param storage_conn_id: ``checkpoint_storage`` connection, if the storage needs credentials.
     :param deferrable: wait in the triggerer instead of holding a worker slot (default: Airflow's
         ``[operators] default_deferrable``).
+    :param poll_interval: time between looks for the answer when not deferred (seconds, a ``timedelta`` or
+        e.g. ``"2s"``).
     """
 
     template_fields: Sequence[str] = ("job_name", "checkpoint_root", "stop", "target_directory")
@@ -48,7 +50,7 @@ class SavepointOperator(BaseOperator):
         timeout: Duration = "5min",
         storage_conn_id: str | None = None,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
-        poll_interval: float = 2.0,
+        poll_interval: Duration = 2.0,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
@@ -59,7 +61,7 @@ class SavepointOperator(BaseOperator):
         self.timeout = timeout
         self.storage_conn_id = storage_conn_id
         self.deferrable = deferrable
-        self.poll_interval = poll_interval
+        self.poll_interval = to_seconds(poll_interval, name="poll_interval")
 
     def trigger_id(self, context: Context) -> str:
         ti = context["ti"]

@@ -10,6 +10,7 @@ from airflow.configuration import conf
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 from airflow.sdk.exceptions import AirflowException
 
+from airflow_checkpoint_provider.durations import sensor_durations
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
 from airflow_checkpoint_provider.triggers.checkpoint import CheckpointTrigger
 
@@ -90,7 +91,7 @@ class CheckpointSensor(BaseSensorOperator):
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         **kwargs: Any,
     ):
-        super().__init__(**kwargs)
+        super().__init__(**sensor_durations(kwargs))
         self.job_name = job_name
         self.checkpoint_root = checkpoint_root
         self.newer_than = newer_than

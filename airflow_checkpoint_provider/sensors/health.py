@@ -7,10 +7,11 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from airflow.configuration import conf
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 from airflow.sdk.exceptions import AirflowException
 
-from airflow_checkpoint_provider.durations import Duration, to_seconds
+from airflow_checkpoint_provider.durations import Duration, sensor_durations, to_seconds
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
 from airflow_checkpoint_provider.sensors.checkpoint import parse_instant_ms
 from airflow_checkpoint_provider.triggers.health import RunningJobHealthTrigger, judge_running_job
@@ -63,7 +64,7 @@ class CheckpointHealthSensor(BaseSensorOperator):
         storage_conn_id: str | None = None,
         **kwargs: Any,
     ):
-        super().__init__(**kwargs)
+        super().__init__(**sensor_durations(kwargs))
         self.job_name = job_name
         self.checkpoint_root = checkpoint_root
         self.checkpoint_interval = checkpoint_interval
@@ -115,14 +116,16 @@ class RunningJobHealthSensor(CheckpointHealthSensor):
     after ``started_after`` (``"{{ dag_run.start_date }}"``): progress is that run's newest checkpoint, or its
     start before the first one, and no progress for longer than the window (``max_age``, or the Flink
     Kubernetes Operator's rule, as ``CheckpointHealthSensor``) fails the task. A run that lets go of the job,
-    reports its end or is taken over ends the watch successfully. Deferrable by default: the watch waits in
-    the triggerer, holding no worker slot for the job's whole life. Returns ``{"status": "ended", "run_id",
-    "run_key", "epoch", "run_status", ...}`` (``run_status``: how the run ended, e.g. ``finished``).
+    reports its end or is taken over ends the watch successfully. With ``deferrable=True`` the watch waits in
+    the triggerer, holding no worker slot for the job's whole life (the example DAG does so). Returns
+    ``{"status": "ended", "run_id", "run_key", "epoch", "run_status", ...}`` (``run_status``: how the run
+    ended, e.g. ``finished``).
 
     :param started_after: only a run that took the job after this moment counts (templated; a datetime or
         ISO-8601 string).
     :param start_timeout: how long to wait for that run to take the job (default ``10min``; templated).
-    :param deferrable: wait in the triggerer (default True).
+    :param deferrable: wait in the triggerer instead of a worker slot (default: Airflow's
+        ``[operators] default_deferrable``, as every deferrable operator here).
     """
 
     template_fields: Sequence[str] = (*CheckpointHealthSensor.template_fields, "started_after", "start_timeout")
@@ -132,7 +135,7 @@ class RunningJobHealthSensor(CheckpointHealthSensor):
         *,
         started_after: datetime | str,
         start_timeout: Duration = "10min",
-        deferrable: bool = True,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         **kwargs: Any,
     ):
         super().__init__(**kwargs)

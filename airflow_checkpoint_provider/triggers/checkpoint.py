@@ -8,6 +8,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from airflow_checkpoint_provider.durations import Duration, to_seconds
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
 from spark_checkpoint_runtime.layout import find_completed_checkpoint
 
@@ -17,6 +18,14 @@ class CheckpointTrigger(BaseTrigger):
     ``completed_after_ms``, epoch milliseconds, where given).
 
     Yields ``{"status": "success", "checkpoint": {...}}`` or ``{"status": "error", "message": ...}``.
+    ``CheckpointSensor(deferrable=True)`` builds it; DAG authors rarely need it directly.
+
+    :param job_name: the job folder under the root.
+    :param checkpoint_root: the checkpoint root (a path or fsspec URL).
+    :param newer_than: only a checkpoint with a higher id counts.
+    :param completed_after_ms: only a checkpoint completed after this moment (epoch milliseconds) counts.
+    :param storage_conn_id: a ``checkpoint_storage`` or standard cloud connection, if needed.
+    :param poke_interval: time between looks at the job folder (seconds, a ``timedelta`` or e.g. ``"10s"``).
     """
 
     def __init__(
@@ -27,7 +36,7 @@ class CheckpointTrigger(BaseTrigger):
         newer_than: int | None = None,
         completed_after_ms: int | None = None,
         storage_conn_id: str | None = None,
-        poke_interval: float = 5.0,
+        poke_interval: Duration = 5.0,
     ):
         super().__init__()
         self.job_name = job_name
@@ -35,7 +44,7 @@ class CheckpointTrigger(BaseTrigger):
         self.newer_than = newer_than
         self.completed_after_ms = completed_after_ms
         self.storage_conn_id = storage_conn_id
-        self.poke_interval = poke_interval
+        self.poke_interval = to_seconds(poke_interval, name="poke_interval")
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (

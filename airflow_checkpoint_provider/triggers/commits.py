@@ -24,6 +24,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
+from airflow_checkpoint_provider.durations import Duration, to_seconds
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
 from spark_checkpoint_runtime.layout import CheckpointStorage, DamagedCheckpoint
 
@@ -69,7 +70,7 @@ class CheckpointCommitTrigger(BaseEventTrigger):
     :param job_name: the job folder under the root.
     :param checkpoint_root: the checkpoint root (a path or fsspec URL).
     :param storage_conn_id: a ``checkpoint_storage`` or standard cloud connection, if needed.
-    :param poke_interval: seconds between looks at the job folder.
+    :param poke_interval: time between looks at the job folder (seconds, a ``timedelta`` or e.g. ``"10s"``).
     """
 
     def __init__(
@@ -78,13 +79,13 @@ class CheckpointCommitTrigger(BaseEventTrigger):
         job_name: str,
         checkpoint_root: str,
         storage_conn_id: str | None = None,
-        poke_interval: float = 5.0,
+        poke_interval: Duration = 5.0,
     ):
         super().__init__()
         self.job_name = job_name
         self.checkpoint_root = checkpoint_root
         self.storage_conn_id = storage_conn_id
-        self.poke_interval = poke_interval
+        self.poke_interval = to_seconds(poke_interval, name="poke_interval")
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (

@@ -10,6 +10,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from airflow_checkpoint_provider.durations import Duration, to_seconds
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
 from spark_checkpoint_runtime.durations import format_duration
 from spark_checkpoint_runtime.layout import (
@@ -114,7 +115,18 @@ class RunningJobHealthTrigger(BaseTrigger):
 
     It judges the run of lease ``epoch`` if given, else the first run found that started after
     ``started_after_ms``. A job that never starts within ``start_timeout_s`` yields ``{"status":
-    "not_started"}``, a failure to read storage ``{"status": "error"}``.
+    "not_started"}``, a failure to read storage ``{"status": "error"}``. ``RunningJobHealthSensor`` builds it.
+
+    :param job_name: the job folder under the root.
+    :param checkpoint_root: the checkpoint root (a path or fsspec URL).
+    :param started_after_ms: the watch's start (epoch milliseconds): the first run that took the job at or
+        after it is the one watched.
+    :param window_s: the progress window in seconds: no checkpoint for longer is a stall.
+    :param start_timeout_s: how long (seconds) a run may take to appear before the watch yields
+        ``not_started``.
+    :param epoch: the lease epoch of the run watched, once known.
+    :param storage_conn_id: a ``checkpoint_storage`` or standard cloud connection, if needed.
+    :param poke_interval: time between judgements (seconds, a ``timedelta`` or e.g. ``"5s"``).
     """
 
     def __init__(
@@ -127,7 +139,7 @@ class RunningJobHealthTrigger(BaseTrigger):
         start_timeout_s: float,
         epoch: int | None = None,
         storage_conn_id: str | None = None,
-        poke_interval: float = 5.0,
+        poke_interval: Duration = 5.0,
     ):
         super().__init__()
         self.job_name = job_name
@@ -137,7 +149,7 @@ class RunningJobHealthTrigger(BaseTrigger):
         self.window_s = window_s
         self.start_timeout_s = start_timeout_s
         self.storage_conn_id = storage_conn_id
-        self.poke_interval = poke_interval
+        self.poke_interval = to_seconds(poke_interval, name="poke_interval")
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (

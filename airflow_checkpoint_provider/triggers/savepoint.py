@@ -9,6 +9,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from airflow_checkpoint_provider.durations import Duration, to_seconds
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
 from spark_checkpoint_runtime.layout import TERMINAL_STATUSES, ControlChannel
 
@@ -17,6 +18,17 @@ class SavepointTrigger(BaseTrigger):
     """Fires when the job answers savepoint request ``trigger_id``, or after ``timeout`` seconds.
 
     Yields the job's answer (``status`` completed, failed, rejected or expired) or ``{"status": "timeout"}``.
+    ``SavepointOperator(deferrable=True)`` builds it; DAG authors rarely need it directly.
+
+    :param job_name: the job folder under the root.
+    :param checkpoint_root: the checkpoint root (a path or fsspec URL).
+    :param trigger_id: the savepoint request to wait for (written to the job's ``_control/`` before).
+    :param timeout: how long to wait for the answer, from ``started`` (seconds, a ``timedelta`` or e.g.
+        ``"5min"``).
+    :param storage_conn_id: a ``checkpoint_storage`` or standard cloud connection, if needed.
+    :param poll_interval: time between looks for the answer (seconds, a ``timedelta`` or e.g. ``"2s"``).
+    :param started: when the request was made (epoch seconds; default: now), so that a trigger rebuilt after
+        a triggerer restart keeps the original deadline.
     """
 
     def __init__(
@@ -25,18 +37,18 @@ class SavepointTrigger(BaseTrigger):
         job_name: str,
         checkpoint_root: str,
         trigger_id: str,
-        timeout: float,
+        timeout: Duration,
         storage_conn_id: str | None = None,
-        poll_interval: float = 2.0,
+        poll_interval: Duration = 2.0,
         started: float | None = None,
     ):
         super().__init__()
         self.job_name = job_name
         self.checkpoint_root = checkpoint_root
         self.trigger_id = trigger_id
-        self.timeout = timeout
+        self.timeout = to_seconds(timeout, name="timeout")
         self.storage_conn_id = storage_conn_id
-        self.poll_interval = poll_interval
+        self.poll_interval = to_seconds(poll_interval, name="poll_interval")
         self.started = started if started is not None else time.time()
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
