@@ -81,6 +81,12 @@ def test_an_aws_connection_serves_an_s3_checkpoint_root(s3, monkeypatch):
     assert hook.storage_options() == s3
     assert hook.list_jobs(root) == ["orders"]
     assert hook.latest_checkpoint(root, "orders")["checkpoint_id"] == 1
+    # Tasks take it as it is: a sensor finds the newest checkpoint, retention keeps one (dag.test, real S3 calls).
+    write_checkpoint(CheckpointStorage(root, "orders", s3), 2, [])
+    run = load_dag("aws_connection_tasks").test(run_conf={"root": root})
+    assert task_states(run) == {"find": "success", "retain": "success"}, task_states(run)
+    assert xcom(run, "find")["checkpoint_id"] == 2 and xcom(run, "retain")["deleted"]["checkpoints"] == 1
+    assert CheckpointStorage(root, "orders", s3).checkpoint_ids() == [2]
     # An aws connection names no root: a task without checkpoint_root is told what to do.
     with pytest.raises(AirflowException, match="is a aws connection, which names no root"):
         hook.root(None)

@@ -21,7 +21,7 @@ from tests.provider.conftest import load_dag, task_states, xcom
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
-def test_scheduled_streaming(tmp_path: Path, landing: Landing):
+def test_scheduled_streaming(tmp_path: Path, landing: Landing, monkeypatch):
     landing.add_files(3)
     conf = {
         "job_name": "counts",
@@ -38,6 +38,36 @@ def test_scheduled_streaming(tmp_path: Path, landing: Landing):
     assert len(completed_checkpoints(tmp_path / "root", "counts")) <= 2
     largest = final_counts(tmp_path / "out")
     assert largest == landing.counts_by_key()
+
+    # The output path is templated, so the outlet is an AssetAlias: the run that committed rows emitted one
+    # event for the output's Asset, carrying its checkpoint; a run with nothing new commits nothing and
+    # emits none.
+    # With the root among the checkpoint pages' roots, the task's "Checkpoint history" link opens the job's page.
+    monkeypatch.setenv("AIRFLOW__CHECKPOINT_PROVIDER__ROOTS", f"/elsewhere, {tmp_path / 'root'}")
+    again = load_dag("scheduled_streaming").test(run_conf=conf)
+    assert set(task_states(again).values()) == {"success"} and xcom(again, "run_job")["rows"] == 0
+    assert xcom(again, "run_job", "_link_CheckpointHistoryLink").endswith("/checkpoints/jobs/1/counts")
+    events = _asset_events(f"file://{tmp_path / 'out'}")
+    assert [(e["checkpoint_id"], e["batch_id"], e["rows"]) for e in events] == [
+        (job["checkpoint_id"], job["batch_id"], 30)
+    ], events
+    assert events[0]["job_name"] == "counts"
+
+
+def _asset_events(uri: str) -> list[dict]:
+    """The extras of the Asset events recorded in Airflow's database for ``uri``, oldest first."""
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        rows = (
+            session.query(AssetEvent.extra)
+            .join(AssetModel, AssetModel.id == AssetEvent.asset_id)
+            .filter(AssetModel.uri == uri)
+            .order_by(AssetEvent.id)
+            .all()
+        )
+        return [dict(row[0]) for row in rows]
 
 
 def test_restore_automation(tmp_path: Path, landing: Landing):

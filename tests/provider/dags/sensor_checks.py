@@ -6,6 +6,7 @@ from datetime import datetime
 
 from airflow.sdk import DAG, Param
 
+from airflow_checkpoint_provider.operators import CheckpointRetentionOperator
 from airflow_checkpoint_provider.sensors import CheckpointHealthSensor, CheckpointSensor
 
 ROOT = "{{ params.root }}"
@@ -59,3 +60,11 @@ for deferrable in (False, True):
             poke_interval=1,
             timeout=3,
         )
+
+# Tasks reading an S3 root through Airflow's own aws connection (``AIRFLOW_CONN_AWS_LOOPBACK`` in the test).
+with DAG(dag_id="aws_connection_tasks", schedule=None, start_date=datetime(2026, 1, 1), params=PARAMS):
+    CheckpointSensor(
+        task_id="find", job_name="orders", checkpoint_root=ROOT, storage_conn_id="aws_loopback", timeout=30
+    ) >> CheckpointRetentionOperator(
+        task_id="retain", job_name="orders", checkpoint_root=ROOT, storage_conn_id="aws_loopback", num_retained=1
+    )
