@@ -28,7 +28,11 @@ with DAG(
     params={
         **job_params("event-counts", "output"),
         "num_retained": Param(
-            3, type="integer", minimum=1, title="Checkpoints to keep", description="Retention keeps this many."
+            3,
+            type="integer",
+            minimum=1,
+            title="Checkpoints to keep",
+            description="Retention keeps this many of the newest valid checkpoints.",
         ),
         "restore_from": Param(
             "latest",

@@ -38,9 +38,19 @@ with DAG(
             description="module:function returning the new version's streaming DataFrame.",
         ),
         "output_mode": Param(
-            "update", type="string", enum=["append", "update", "complete"], title="Output mode of the new version"
+            "update",
+            type="string",
+            enum=["append", "update", "complete"],
+            title="Output mode of the new version",
+            description="How the new version writes its output: update for running counts (as the old version).",
         ),
-        "stop": Param(True, type="boolean", title="Stop the old version", description="after the savepoint"),
+        "stop": Param(
+            True,
+            type="boolean",
+            title="Stop the old version",
+            description="Stop the running old version right after its savepoint, so that the new version can take "
+            "over the job; off keeps it running (a savepoint for a later rollback).",
+        ),
         "restore_source": Param(
             "savepoint",
             type="string",

@@ -22,6 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
 PROCESSES = ("api-server", "scheduler", "dag-processor", "triggerer")
@@ -149,7 +151,20 @@ class LocalAirflow:
         )
         return state, self.task_states(dag_id, run_id)
 
-    def stop(self) -> None:
+    def stop(self, grace: float = 130) -> None:
+        """Stop every process this started and everything under them, Spark jobs of running tasks included.
+
+        Each process's group gets SIGTERM, then SIGKILL after 30 s. Airflow runs each task in a process group
+        of its own, so a task (and the spark-submit under it) is not in the group of the process that started
+        it: whatever of the processes' descendants outlives their groups gets SIGTERM too (a job stops
+        gracefully on it: finishes its batch, checkpoints, commits), then SIGKILL after ``grace`` seconds.
+        """
+        family: list[psutil.Process] = []
+        for process in self.processes.values():
+            try:
+                family += psutil.Process(process.pid).children(recursive=True)
+            except psutil.NoSuchProcess:
+                pass
         for process in self.processes.values():
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGTERM)
@@ -161,3 +176,26 @@ class LocalAirflow:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait(timeout=30)
         self.processes.clear()
+        survivors = [p for p in family if _alive(p)]
+        for process in survivors:
+            _signal(process, signal.SIGTERM)
+        deadline = time.monotonic() + grace  # past the job operator's default stop timeout (2 min)
+        while any(_alive(p) for p in survivors) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        for process in survivors:
+            if _alive(process):
+                _signal(process, signal.SIGKILL)
+
+
+def _alive(process: psutil.Process) -> bool:
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _signal(process: psutil.Process, number: int) -> None:
+    try:
+        process.send_signal(number)
+    except psutil.NoSuchProcess:
+        pass

@@ -24,8 +24,8 @@ if [ "${1:-}" = "--cluster" ]; then
     master="$(bash scripts/spark-cluster.sh start | tail -1)"
     echo "   $master"
     export AIRFLOW_CONN_SPARK_DEFAULT="{\"conn_type\": \"spark\", \"host\": \"${master%:*}\", \"port\": ${master##*:}}"
-    # Spark's working folder (a local temp folder of the driver) must be reachable by every executor: on one
-    # machine it is; on a real cluster give --working-dir a shared filesystem (README, "On a cluster").
+    # Spark's working folder (the DAGs' working_dir param, $CHECKPOINT_DEMO_HOME/work) must be reachable by
+    # every executor: on one machine it is; on a real cluster use a shared filesystem (README, "On a cluster").
 fi
 mkdir -p "$AIRFLOW_HOME"
 echo "== airflow db migrate (AIRFLOW_HOME=$AIRFLOW_HOME)"

@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 
 from examples.local_airflow import LocalAirflow
+from spark_checkpoint_runtime.durations import format_bytes, format_duration
+from spark_checkpoint_runtime.layout import CheckpointStorage
 from tests.conftest import REPO, Landing, completed_checkpoints, continuous_counts_args, start_module, wait_for
 from tests.ui import Screenshots, headless_chromium, wait_until
 
@@ -83,8 +85,9 @@ def test_checkpoint_pages_show_history_savepoints_and_damage_behind_airflows_aut
     root, work = tmp_path / "root", tmp_path / "work"
     job_folder = root / "orders"
     landing.add_files(6)
+    args = continuous_counts_args("orders", root, work, landing, tmp_path / "out", batch_interval="300ms")
     job = start_module(
-        continuous_counts_args("orders", root, work, landing, tmp_path / "out", batch_interval="300ms"),
+        args,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         start_new_session=True,
@@ -150,9 +153,22 @@ def test_checkpoint_pages_show_history_savepoints_and_damage_behind_airflows_aut
         )
         assert status == 403 and "cross-origin" in answer, (status, answer)
 
-        # Stop the job, then damage its newest checkpoint.
+        # Stop the job; a second run restores from the first one's latest checkpoint and makes two more.
         job.send_signal(signal.SIGTERM)
         assert job.wait(timeout=120) == 0, job.stderr.read()[-3000:]
+        first_run = completed_checkpoints(root, "orders")
+        landing.add_files(4)
+        job = start_module(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+        # Retention keeps three: count the second run's checkpoints by id.
+        wait_for(
+            lambda: len([i for i in completed_checkpoints(root, "orders") if i > first_run[-1]]) >= 2,
+            240,
+            "the second run",
+            job,
+        )
+        job.send_signal(signal.SIGTERM)
+        assert job.wait(timeout=120) == 0, job.stderr.read()[-3000:]
+        # Then damage the newest checkpoint.
         ids = completed_checkpoints(root, "orders")
         newest = ids[-1]
         (job_folder / f"chk-{newest}" / "_metadata").write_text('{"format_version": 2, "id": ')  # cut short
@@ -164,8 +180,26 @@ def test_checkpoint_pages_show_history_savepoints_and_damage_behind_airflows_aut
         # Every other row is what its _metadata on disk says.
         on_disk = {i: json.loads((job_folder / f"chk-{i}" / "_metadata").read_text()) for i in ids[:-1]}
         assert set(shown) == set(ids), (sorted(shown), ids)
+        storage = CheckpointStorage(str(root), "orders")
         for checkpoint_id, meta in on_disk.items():
-            assert shown[checkpoint_id]["Batch"] == str(meta["batch_id"]), (checkpoint_id, shown[checkpoint_id])
+            parsed = storage.read_checkpoint(checkpoint_id)
+            restored = meta["restored_from"]
+            assert shown[checkpoint_id] | {"Completed": "", "Status": "", "Path": ""} == {
+                "Id": str(checkpoint_id),
+                "Batch": str(meta["batch_id"]),
+                "Completed": "",
+                "Duration": format_duration(meta["durations_ms"]["total"] / 1000),
+                "Written": format_bytes(meta["bytes_written"]),
+                "Total": format_bytes(parsed.summary()["total_bytes"]),
+                "Restored from": f"{restored['kind']} {restored['id']}" if restored else "",
+                "Status": "",
+                "Path": "",
+            }, (checkpoint_id, shown[checkpoint_id], meta)
+            assert not shown[checkpoint_id]["Status"].startswith("damaged"), shown[checkpoint_id]
+        second_run = [i for i in ids[:-1] if i > first_run[-1]]
+        assert second_run and all(shown[i]["Restored from"] == f"checkpoint {first_run[-1]}" for i in second_run), (
+            "the second run's checkpoints name the checkpoint it restored from"
+        )
         api = json.loads(request(f"{airflow.url}/checkpoints/api/jobs/0/orders", token=admin)[1])
         by_id = {c["id"]: c for c in api["checkpoints"]}
         for checkpoint_id, meta in on_disk.items():

@@ -193,3 +193,5 @@ def test_every_example_dag_validates_its_params_with_their_defaults_and_document
         assert dag.doc_md and dag.doc_md.strip().splitlines()[0], f"{dag_id} has no doc_md for the UI"
         untitled = [name for name in defaults if not dag.params.get_param(name).schema.get("title")]
         assert not untitled, f"{dag_id}: params {untitled} have no title for the form"
+        unexplained = [name for name in defaults if len(dag.params.get_param(name).description or "") < 20]
+        assert not unexplained, f"{dag_id}: params {unexplained} have no description a person understands"
