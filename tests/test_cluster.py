@@ -15,6 +15,7 @@ import json
 import os
 import random
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -24,7 +25,7 @@ import pytest
 from examples.local_airflow import LocalAirflow
 from examples.local_cluster import standalone_cluster
 from spark_checkpoint_runtime.layout import CheckpointStorage, ControlChannel, LeaseFiles
-from tests.conftest import REPO, Landing, continuous_counts_args, final_counts, spark_submit, wait_for
+from tests.conftest import REPO, Landing, final_counts, job_args, spark_submit, wait_for
 from tests.test_chaos import RANDOM, SEED, _assert_exactly_once, run_chain
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -95,43 +96,101 @@ def test_stateful_counts_exact_through_driver_kills_on_the_cluster(cluster: str,
     assert final_counts(output) == landing.counts_by_key(), f"running counts differ (seed {SEED + 41})"
 
 
-def test_counts_stay_exact_when_an_executor_and_then_a_worker_die(cluster: Cluster, tmp_path: Path, landing: Landing):
+PIPELINES = {
+    "stateless": {"pipeline": "examples.pipelines:events", "output_mode": "append"},
+    "stateful": {"pipeline": "examples.pipelines:running_counts", "output_mode": "update"},
+}
+
+
+def _cluster_pids(state: Path) -> list[int]:
+    return [int(pidfile.read_text()) for pidfile in state.glob("*.pid")]
+
+
+@pytest.mark.parametrize("kind", sorted(PIPELINES))
+def test_output_stays_exact_when_an_executor_dies_mid_batch_and_then_a_worker(
+    cluster: Cluster, kind: str, tmp_path: Path, landing: Landing
+):
+    """On a cluster of its own (a Worker dies here), beside the module's: an executor JVM is SIGKILLed while
+    a task of the job runs on it (Spark logs the lost task and retries it), then a whole Worker; the job keeps
+    checkpointing on what is left, and the output stays exact (stateless: every row once; stateful: every
+    count). Stopping this cluster leaves the module's running."""
+    state = tmp_path / "own-cluster"
     root, output, log = tmp_path / "root", tmp_path / "out", tmp_path / "job.log"
-    storage = CheckpointStorage(str(root), "cluster-counts")
+    storage = CheckpointStorage(str(root), f"cluster-{kind}")
     landing.add_files(3)
-    args = continuous_counts_args("cluster-counts", root, tmp_path / "work", landing, output)
-    job = spark_submit(args, log, master=cluster)
+    settings = {"sink": f"parquet:{output}", "trigger": "continuous", "batch_interval": "200ms"}
+    args = job_args(f"cluster-{kind}", root, tmp_path / "work", landing, **settings, **PIPELINES[kind])
+    with standalone_cluster(state) as master:
+        own = Cluster(master)
+        own.state = state
+        status = subprocess.run(
+            ["bash", str(REPO / "scripts" / "spark-cluster.sh"), "status"],
+            env={**os.environ, "SPARK_CLUSTER_DIR": str(state)},
+            capture_output=True,
+            text=True,
+        )
+        assert status.returncode == 0 and master in status.stdout and "worker-2" in status.stdout, status.stdout
+        pids = _cluster_pids(state)
+        job = spark_submit(args, log, master=master)
 
-    def checkpoints() -> int:
-        return max((m.id for m in storage.completed_checkpoints()), default=0)
+        def checkpoints() -> int:
+            return max((m.id for m in storage.completed_checkpoints()), default=0)
 
-    def progressed(after: int, what: str) -> int:
-        def more() -> bool:
-            landing.add_file()
-            time.sleep(1)
-            return checkpoints() >= after + 2
+        def progressed(after: int, what: str) -> int:
+            def more() -> bool:
+                landing.add_file()
+                time.sleep(1)
+                return checkpoints() >= after + 2
 
-        wait_for(more, 300, what, job)
-        return checkpoints()
+            wait_for(more, 300, what, job)
+            return checkpoints()
 
-    try:
-        seen = progressed(0, "checkpoints on the cluster")
-        executors = cluster.processes("CoarseGrainedExecutorBackend")
-        assert len(executors) == 2, "one executor per worker"
-        executors[0].send_signal(signal.SIGKILL)  # mid-stream: Spark retries its tasks, the worker relaunches it
-        seen = progressed(seen, "checkpoints after an executor died")
-        worker = cluster.processes("org.apache.spark.deploy.worker.Worker")[0]
-        for process in [worker, *worker.children(recursive=True)]:
-            process.send_signal(signal.SIGKILL)  # a whole Worker and its executor gone: the other carries on
-        progressed(seen, "checkpoints after a worker died")
-        ControlChannel(storage).request("stop-cluster-test", "stop")
-        assert job.wait(timeout=180) == 0, log.read_text(errors="replace")[-4000:]
-    finally:
-        if job.poll() is None:
-            os.killpg(job.pid, signal.SIGKILL)
-    drain = [a if a != "continuous" else "available-now" for a in args]
-    assert spark_submit(drain, log, master=cluster).wait(timeout=300) == 0, log.read_text(errors="replace")[-4000:]
-    assert final_counts(output) == landing.counts_by_key(), "every event counted once through both losses"
+        def lost_tasks() -> int:
+            return log.read_text(errors="replace").count("Lost task")
+
+        def lost_executors() -> int:
+            return log.read_text(errors="replace").count("Lost executor")
+
+        def two_executors() -> list[psutil.Process]:
+            executors = own.processes("CoarseGrainedExecutorBackend")
+            return executors if len(executors) == 2 else []
+
+        try:
+            seen = progressed(0, "checkpoints on the cluster")
+            # Kill an executor while it runs a task: Spark logs "Lost task ... ExecutorLostFailure" and retries
+            # it. Batches are short, so a kill may fall between two; then try again on the relaunched one.
+            for _ in range(8):
+                wait_for(two_executors, 120, "both executors (one relaunched after a kill)", job)
+                executors = two_executors()
+                tasks, lost = lost_tasks(), lost_executors()
+                landing.add_files(2)
+                time.sleep(0.3)
+                executors[0].send_signal(signal.SIGKILL)
+                wait_for(lambda: lost_executors() > lost, 60, "the lost executor", job)  # noqa: B023
+                time.sleep(3)
+                if lost_tasks() > tasks:
+                    break
+            assert lost_tasks() > 0, "no executor died with a task of the job running"
+            seen = progressed(seen, "checkpoints after an executor died")
+            worker = own.processes("org.apache.spark.deploy.worker.Worker")[0]
+            for process in [worker, *worker.children(recursive=True)]:
+                process.send_signal(signal.SIGKILL)  # a whole Worker and its executor gone: the other carries on
+            progressed(seen, "checkpoints after a worker died")
+            ControlChannel(storage).request("stop-cluster-test", "stop")
+            assert job.wait(timeout=180) == 0, log.read_text(errors="replace")[-4000:]
+        finally:
+            if job.poll() is None:
+                os.killpg(job.pid, signal.SIGKILL)
+        drain = [a if a != "continuous" else "available-now" for a in args]
+        assert spark_submit(drain, log, master=master).wait(timeout=300) == 0, log.read_text(errors="replace")[-4000:]
+    assert not [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"], (
+        "stop left a JVM of this cluster running"
+    )
+    assert cluster.processes("org.apache.spark.deploy.worker.Worker"), "stopping one cluster stopped another"
+    if kind == "stateless":
+        _assert_exactly_once(output, landing)
+    else:
+        assert final_counts(output) == landing.counts_by_key(), "every event counted once through both losses"
 
 
 def test_restore_automation_stops_a_frozen_driver_and_restores_the_job(cluster: Cluster, tmp_path: Path):
