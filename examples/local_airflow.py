@@ -141,6 +141,11 @@ class LocalAirflow:
         sql = "SELECT task_id, state FROM task_instance WHERE dag_id = ? AND run_id = ?"
         return dict(self.query(sql, dag_id, run_id))
 
+    def xcom(self, dag_id: str, run_id: str, task_id: str, key: str = "return_value") -> Any:
+        """A task's XCom value in this run, decoded from the database's JSON."""
+        sql = "SELECT value FROM xcom WHERE dag_id = ? AND run_id = ? AND task_id = ? AND key = ?"
+        return json.loads(self.query(sql, dag_id, run_id, task_id, key)[0][0])
+
     def finished_run(self, dag_id: str, run_id: str, timeout: float) -> tuple[str, dict[str, str]]:
         """Wait for a DAG run to end; its state and its tasks' states."""
         sql = "SELECT state FROM dag_run WHERE dag_id = ? AND run_id = ?"

@@ -204,13 +204,7 @@ def test_restore_automation_restores_a_stalled_job_that_answered_its_stop(tmp_pa
             "restore_from_latest": "success",  # restored although nothing failed but the watch
         }, (tasks, airflow.log_tail("scheduler"))
         assert state == "success"
-        stopped = json.loads(
-            airflow.query(
-                "SELECT value FROM xcom WHERE dag_id = 'restore_automation' AND run_id = ? "
-                "AND task_id = 'stop_stalled_job' AND key = 'return_value'",
-                run_id,
-            )[0][0]
-        )
+        stopped = airflow.xcom("restore_automation", run_id, "stop_stalled_job")
         assert stopped["outcome"] == "stopped" and stopped["run_key"] == grant["run_key"], stopped
         assert ControlChannel(storage).run_report(grant["run_key"])["status"] == "cancelled"
         newest = storage.completed_checkpoints()[-1]

@@ -132,13 +132,7 @@ def test_example_dags_trigger_from_their_forms_and_run_under_the_scheduler(tmp_p
             "stop_stalled_job": "skipped",
             "restore_from_latest": "skipped",
         }, restore_tasks
-        savepoint = json.loads(
-            airflow.query(
-                "SELECT value FROM xcom WHERE dag_id = 'upgrade_with_savepoint' AND run_id = ? "
-                "AND task_id = 'take_savepoint' AND key = 'return_value'",
-                upgrade_run,
-            )[0][0]
-        )
+        savepoint = airflow.xcom("upgrade_with_savepoint", upgrade_run, "take_savepoint")
         assert "/event-counts/savepoints/savepoint-" in savepoint, savepoint
         newest = max(job.glob("chk-*/_metadata"), key=lambda p: int(p.parent.name.split("-")[1]))
         restored_from = json.loads(newest.read_text())["restored_from"]

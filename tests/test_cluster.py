@@ -253,13 +253,7 @@ def test_restore_automation_stops_a_frozen_driver_and_restores_the_job(cluster: 
         }, (tasks, airflow.log_tail("scheduler"))
         assert state == "success"
         assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in frozen), "the driver was killed"
-        stopped = json.loads(
-            airflow.query(
-                "SELECT value FROM xcom WHERE dag_id = 'restore_automation' AND run_id = ? "
-                "AND task_id = 'stop_stalled_job' AND key = 'return_value'",
-                run_id,
-            )[0][0]
-        )
+        stopped = airflow.xcom("restore_automation", run_id, "stop_stalled_job")
         assert stopped["outcome"] == "killed" and stopped["run_key"] == grant["run_key"], stopped
         report = ControlChannel(storage).run_report(grant["run_key"])
         assert report["status"] == "killed" and "its checkpoints stalled" in report["error"], report
