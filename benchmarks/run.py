@@ -143,7 +143,7 @@ def run_ours(
     """
     from spark_checkpoint_runtime.layout import CheckpointStorage
     from spark_checkpoint_runtime.options import options_from_mapping
-    from spark_checkpoint_runtime.streaming_job import StreamingJob
+    from spark_checkpoint_runtime.run import StreamingJob
 
     root = root or str(work / "root")
     options = options_from_mapping(

@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None, spark=None) -> int:
     except (OptionsError, faults.FaultSpecError) as exc:
         return _fail(EXIT_BAD_INPUT, str(exc))
     log.info("options: %s", json.dumps(redacted(options), sort_keys=True))
-    from spark_checkpoint_runtime.streaming_job import StreamingJob  # imports pyspark: only once options are valid
+    from spark_checkpoint_runtime.run import StreamingJob  # imports pyspark: only once options are valid
 
     job = StreamingJob(options, spark)
     code = _outcome(job, options)

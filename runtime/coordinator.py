@@ -2,11 +2,11 @@
 
 It mirrors Flink's split of roles:
 
-- ``RequestDecider`` applies the interval and min pause (one checkpoint at a time, as in Flink's default
-  ``max-concurrent-checkpoints: 1``);
-- a ``PendingCheckpoint`` becomes a completed checkpoint when its upload finishes and ``_metadata`` is
+- ``RequestDecider`` applies the interval and min pause and ``FailureManager`` counts failures against
+  ``tolerable-failed-checkpoints`` (both in ``checkpoint_policy``);
+- a ``PendingCheckpoint`` becomes a completed snapshot when its upload finishes and ``_metadata`` is
   written, or it is aborted (failure or ``checkpoint-timeout``);
-- ``FailureManager`` counts consecutive failed checkpoints against ``tolerable-failed-checkpoints``.
+- where it goes (the run's checkpoints or a savepoint folder) is its ``SnapshotTarget``.
 
 Batches are Spark's unit of progress, so a checkpoint is taken at the first batch boundary after it is
 due. The coordinator runs on its own thread and uploads on another, so batches never wait for storage.
@@ -20,22 +20,22 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from spark_checkpoint_runtime import faults
+from spark_checkpoint_runtime.checkpoint_policy import CheckpointConfig, FailureManager, RequestDecider
 from spark_checkpoint_runtime.durations import format_bytes, format_duration
 from spark_checkpoint_runtime.errors import LeaseLost
 from spark_checkpoint_runtime.layout import (
     CheckpointMetadata,
     CheckpointStorage,
     Lineage,
-    SavepointFolder,
     StagedOutput,
     now_ms,
 )
 from spark_checkpoint_runtime.lease import UNFENCED, Fence
 from spark_checkpoint_runtime.retention import MetadataCache, subsume
-from spark_checkpoint_runtime.snapshot import Capture, StoredFiles, Upload, capture, upload, upload_savepoint
+from spark_checkpoint_runtime.snapshot import Capture, StoredFiles, Upload, capture
+from spark_checkpoint_runtime.snapshot_targets import CheckpointTarget, SnapshotTarget
 from spark_checkpoint_runtime.state_files import CaptureRaced
 from spark_checkpoint_runtime.working_copy import WorkingCopy
 
@@ -44,68 +44,26 @@ log = logging.getLogger(__name__)
 MAX_CONSECUTIVE_DECLINES = 5
 
 
-@dataclass(frozen=True)
-class CheckpointConfig:
-    """Flink's checkpoint options, in seconds."""
+class StagedOutputs(Protocol):
+    """What a snapshot publishes when it completes: the run's staged output up to its batch (``RunState``)."""
 
-    interval: float = 10.0
-    min_pause: float = 0.0
-    timeout: float = 600.0
-    tolerable_failures: int = 0
-    num_retained: int = 3
-    mode: str = "exactly-once"
+    def staged_for(self, checkpoint_id: int, batch_id: int) -> StagedOutput | None: ...
 
 
-class RequestDecider:
-    """Is a periodic checkpoint due? Interval since the last trigger, min pause since the last completion."""
-
-    def __init__(self, interval: float, min_pause: float):
-        self.interval = interval
-        self.min_pause = min_pause
-        self.last_trigger: float | None = None
-        self.last_completion: float | None = None
-
-    def due(self, now: float) -> bool:
-        if self.last_trigger is not None and now - self.last_trigger < self.interval:
-            return False
-        return self.last_completion is None or now - self.last_completion >= self.min_pause
-
-    def triggered(self, now: float) -> None:
-        self.last_trigger = now
-
-    def finished(self, now: float) -> None:
-        self.last_completion = now
-
-
-class FailureManager:
-    """Counts consecutive failed checkpoints; past the tolerable number the job must fail."""
-
-    def __init__(self, tolerable: int):
-        self.tolerable = tolerable
-        self.consecutive = 0
-        self.total = 0
-
-    def failed(self, checkpoint_id: int, reason: str) -> str | None:
-        """Record a failure; return the job's failure reason once the tolerance is exceeded."""
-        self.consecutive += 1
-        self.total += 1
-        if self.consecutive > self.tolerable:
-            return (
-                f"checkpoint {checkpoint_id} failed ({reason}); {self.consecutive} consecutive failed "
-                f"checkpoint(s) exceed --tolerable-failed-checkpoints {self.tolerable}"
-            )
+class _NothingStaged:
+    def staged_for(self, checkpoint_id: int, batch_id: int) -> StagedOutput | None:
         return None
-
-    def succeeded(self) -> None:
-        self.consecutive = 0
 
 
 @dataclass
 class SnapshotRequest:
-    """A snapshot asked for now (a run's final checkpoint, or a savepoint), ignoring interval and min pause."""
+    """A snapshot asked for now (a run's final checkpoint, or a savepoint), ignoring interval and min pause.
+
+    ``target`` is where it goes; None means the run's checkpoints.
+    """
 
     batch_id: int
-    savepoint: SavepointFolder | None = None
+    target: SnapshotTarget | None = None
     done: threading.Event = field(default_factory=threading.Event)
     result: CheckpointMetadata | None = None
     reason: str | None = None
@@ -122,12 +80,13 @@ class PendingCheckpoint:
     capture: Capture
     capture_ms: int
     future: Future[Upload]
+    target: SnapshotTarget
     aborted: threading.Event = field(default_factory=threading.Event)
     request: SnapshotRequest | None = None
 
     @property
     def kind(self) -> str:
-        return "savepoint" if self.request is not None and self.request.savepoint is not None else "checkpoint"
+        return self.target.kind
 
 
 class CheckpointCoordinator:
@@ -136,7 +95,8 @@ class CheckpointCoordinator:
     ``on_completed`` is called with each completed checkpoint's metadata before retention runs (this is
     where two-phase sinks publish); an exception there fails the job. Every snapshot records its history
     (``history``, the restored snapshot's, extended by this run's ids) and the staged output it publishes
-    (``staged_for(checkpoint_id, batch_id)``), both written into ``_metadata`` before anything is published.
+    (``staged.staged_for(checkpoint_id, batch_id)``), both written into ``_metadata`` before anything is
+    published.
     ``fence`` (the run's ``JobLease``) is asked before every durable write and raises ``LeaseLost`` once
     another run holds the job; that fails the job at once (it is not a checkpoint failure to tolerate).
     """
@@ -155,7 +115,7 @@ class CheckpointCoordinator:
         spark_version: str | None,
         on_completed: Callable[[CheckpointMetadata], None],
         history: Lineage = Lineage(),
-        staged_for: Callable[[int, int], StagedOutput | None] = lambda checkpoint_id, batch_id: None,
+        staged: StagedOutputs = _NothingStaged(),
         fence: Fence = UNFENCED,
         clock: Callable[[], float] = time.monotonic,
     ):
@@ -164,13 +124,14 @@ class CheckpointCoordinator:
         self.config = config
         self.run_id = run_id
         self.stored = stored
+        self.checkpoints = CheckpointTarget(storage, run_id, stored)
         self.retained_metadata = MetadataCache()  # retention after each checkpoint reads only the new _metadata
         self.fingerprint = fingerprint
         self.restored_from = restored_from
         self.spark_version = spark_version
         self.on_completed = on_completed
         self.history = history
-        self.staged_for = staged_for
+        self.staged = staged
         self.first_id = next_id  # this run's snapshots extend the restored history from here
         self.fence = fence
         self.clock = clock
@@ -218,9 +179,9 @@ class CheckpointCoordinator:
         """
         return self.snapshot_now(SnapshotRequest(batch_id), timeout)
 
-    def savepoint_now(self, batch_id: int, folder: SavepointFolder, timeout: float | None = None) -> SnapshotRequest:
-        """Take a savepoint of ``batch_id`` into ``folder`` and wait; the returned request says how it went."""
-        request = SnapshotRequest(batch_id, folder)
+    def savepoint_now(self, batch_id: int, target: SnapshotTarget, timeout: float | None = None) -> SnapshotRequest:
+        """Take a savepoint of ``batch_id`` into ``target`` and wait; the returned request says how it went."""
+        request = SnapshotRequest(batch_id, target)
         self.snapshot_now(request, timeout)
         return request
 
@@ -288,6 +249,7 @@ class CheckpointCoordinator:
                     pending.batch_id,
                     f"expired after {format_duration(self.config.timeout)}",
                     pending.request,
+                    pending.target,
                 )
                 self._discard(pending)
             return
@@ -297,7 +259,7 @@ class CheckpointCoordinator:
             latest = self._latest_batch
             request = self._requests[0] if self._requests else None
         if request is not None:
-            if request.savepoint is None and request.batch_id <= self.covered_batch:
+            if request.target is None and request.batch_id <= self.covered_batch:
                 self._resolve(request, self.latest, None)  # already covered: nothing to take
             else:
                 self._trigger(request.batch_id, request)
@@ -312,60 +274,49 @@ class CheckpointCoordinator:
             request.done.set()
             self._changed.notify_all()
 
+    def _target_of(self, request: SnapshotRequest | None) -> SnapshotTarget:
+        return request.target if request is not None and request.target is not None else self.checkpoints
+
     def _trigger(self, batch_id: int, request: SnapshotRequest | None = None) -> None:
         checkpoint_id = self._next_id
         self._next_id += 1
         started = self.clock()
         self.decider.triggered(started)
         trigger_ms = now_ms()
+        target = self._target_of(request)
         try:
-            savepoint = request is not None and request.savepoint is not None
-            snap = capture(self.working, checkpoint_id, batch_id, self.stored, reuse=not savepoint)
+            snap = capture(self.working, checkpoint_id, batch_id, self.stored, reuse=target.incremental)
         except CaptureRaced as exc:
             self.working.release(f"chk-{checkpoint_id}")
             self._decline(checkpoint_id, batch_id, str(exc), request)
             return
         except Exception as exc:
             self.working.release(f"chk-{checkpoint_id}")
-            self._fail(checkpoint_id, batch_id, f"capture failed: {exc}", request)
+            self._fail(checkpoint_id, batch_id, f"capture failed: {exc}", request, target)
             return
         capture_ms = int((self.clock() - started) * 1000)
         aborted = threading.Event()
-        if request is not None and request.savepoint is not None:
-            future = self._uploader.submit(
-                upload_savepoint, snap, self.working, request.savepoint, aborted, fence=self.fence.check
-            )
-        else:
-            future = self._uploader.submit(
-                upload, snap, self.working, self.storage, self.run_id, self.stored, aborted, fence=self.fence.check
-            )
+        future = self._uploader.submit(target.upload, snap, self.working, aborted, self.fence.check)
         self._pending = PendingCheckpoint(
-            checkpoint_id, batch_id, trigger_ms, started, snap, capture_ms, future, aborted, request
+            checkpoint_id, batch_id, trigger_ms, started, snap, capture_ms, future, target, aborted, request
         )
         future.add_done_callback(self._wake)  # complete the checkpoint as soon as its upload ends
         log.debug("triggered %s %d for batch %d", self._pending.kind, checkpoint_id, batch_id)
 
     def _finish(self, pending: PendingCheckpoint) -> None:
-        savepoint = pending.request.savepoint if pending.request is not None else None
+        target = pending.target
         try:
             result = pending.future.result()
             meta = self._metadata(pending, result)
             self.fence.confirm(f"writing {pending.kind} {pending.id}")
-            if savepoint is None:
-                faults.reach("before-metadata")
-                self.storage.write_checkpoint_metadata(meta)
-            else:
-                savepoint.write_metadata(meta)
+            target.write_metadata(meta)
             self._fence_written(pending)
         except LeaseLost as exc:
             # Leave the folder alone: after a takeover the new holder may use the same id. Only a _metadata
             # this run wrote is taken back; the new holder's retention removes the rest.
             self._pending = None
             self.working.release(f"chk-{pending.id}")
-            if savepoint is not None:
-                savepoint.discard()
-            else:
-                self.storage.withdraw_checkpoint_metadata(pending.id, self.run_id)
+            target.withdraw(pending.id)
             self._set_fatal(str(exc))
             if pending.request is not None:
                 self._resolve(pending.request, None, str(exc))
@@ -375,12 +326,12 @@ class CheckpointCoordinator:
             self._decline(pending.id, pending.batch_id, str(exc), pending.request)
             return
         except Exception as exc:
-            self._fail(pending.id, pending.batch_id, f"{type(exc).__name__}: {exc}", pending.request)
+            self._fail(pending.id, pending.batch_id, f"{type(exc).__name__}: {exc}", pending.request, pending.target)
             self._discard(pending)
             return
         self._pending = None
         self.working.release(f"chk-{pending.id}")
-        if savepoint is None:
+        if target.subsumes:
             self.stored.replace(meta.files)  # savepoints share nothing with later checkpoints
         self.failures.succeeded()
         self.declines = 0
@@ -395,22 +346,22 @@ class CheckpointCoordinator:
             format_bytes(meta.total_bytes),
             format_bytes(meta.state_bytes),
             format_duration(meta.durations_ms["total"] / 1000),
-            f" at {savepoint.url}" if savepoint is not None else "",
+            target.where,
         )
         failed_after: str | None = None
         try:
             self.on_completed(meta)
-            if savepoint is None:
+            if target.subsumes:
                 self.fence.confirm(f"retention after checkpoint {meta.id}")
         except Exception as exc:
             log.exception("after %s %d completed", meta.kind, meta.id)
             failed_after = f"after {meta.kind} {meta.id} completed: {type(exc).__name__}: {exc}"
             self._set_fatal(failed_after)
         else:
-            if savepoint is None:
+            if target.subsumes:
                 self._retain(meta.id)
         with self._changed:
-            if savepoint is None:
+            if target.subsumes:
                 self.latest = meta
                 self.completed.append(meta.id)
             self.covered_batch = max(self.covered_batch, meta.batch_id)
@@ -456,7 +407,7 @@ class CheckpointCoordinator:
 
     def _metadata(self, pending: PendingCheckpoint, result: Upload) -> CheckpointMetadata:
         completion = now_ms()
-        staged = self.staged_for(pending.id, pending.batch_id)
+        staged = self.staged.staged_for(pending.id, pending.batch_id)
         total_ms = int((self.clock() - pending.started) * 1000)
         return CheckpointMetadata(
             id=pending.id,
@@ -482,10 +433,7 @@ class CheckpointCoordinator:
     def _discard(self, pending: PendingCheckpoint) -> None:
         self._pending = None
         try:
-            if pending.kind == "savepoint":
-                pending.request.savepoint.discard()
-            else:
-                self.storage.discard_own_checkpoint(pending.id, self.run_id)
+            pending.target.discard(pending.id)
         except Exception:  # leftovers have no _metadata: never mistaken for a snapshot; retention removes them
             log.warning("could not clean up failed %s %d", pending.kind, pending.id, exc_info=True)
         self.working.release(f"chk-{pending.id}")
@@ -495,16 +443,25 @@ class CheckpointCoordinator:
         (at the next batch, or at once for a requested snapshot) unless it keeps happening."""
         self.declines += 1
         if self.declines > MAX_CONSECUTIVE_DECLINES:
-            self._fail(checkpoint_id, batch_id, f"{reason}; declined {self.declines} times in a row", request)
+            target = self._target_of(request)
+            reason = f"{reason}; declined {self.declines} times in a row"
+            self._fail(checkpoint_id, batch_id, reason, request, target)
             return
         log.warning("Checkpoint %d (batch %d) declined: %s; it is taken again", checkpoint_id, batch_id, reason)
         self.decider.finished(self.clock())
 
-    def _fail(self, checkpoint_id: int, batch_id: int, reason: str, request: SnapshotRequest | None = None) -> None:
-        kind = "Savepoint" if request is not None and request.savepoint is not None else "Checkpoint"
-        log.warning("%s %d (batch %d) failed: %s", kind, checkpoint_id, batch_id, reason)
+    def _fail(
+        self,
+        checkpoint_id: int,
+        batch_id: int,
+        reason: str,
+        request: SnapshotRequest | None,
+        target: SnapshotTarget,
+    ) -> None:
+        log.warning("%s %d (batch %d) failed: %s", target.kind.capitalize(), checkpoint_id, batch_id, reason)
         self.decider.finished(self.clock())
-        fatal = self.failures.failed(checkpoint_id, reason) if kind == "Checkpoint" else None
+        # Only the run's own checkpoints count against the tolerance: a failed savepoint fails its request.
+        fatal = self.failures.failed(checkpoint_id, reason) if target.subsumes else None
         with self._changed:
             if fatal:
                 self._fatal = self._fatal or fatal

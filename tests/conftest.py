@@ -152,7 +152,7 @@ def continuous_counts_args(
 def run_job(spark, job: str, tmp_path: Path, landing: Landing, **extra: str) -> dict:
     """Run the runtime in this process on the shared session; output goes to ``tmp_path/out``."""
     from spark_checkpoint_runtime.options import parse_options
-    from spark_checkpoint_runtime.streaming_job import StreamingJob
+    from spark_checkpoint_runtime.run import StreamingJob
 
     extra.setdefault("sink", f"parquet:{tmp_path / 'out'}")
     extra.setdefault("checkpoint_root", str(tmp_path / "root"))

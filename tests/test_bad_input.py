@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from spark_checkpoint_runtime.options import parse_options
-from spark_checkpoint_runtime.streaming_job import StreamingJob
+from spark_checkpoint_runtime.run import StreamingJob
 from tests.conftest import SPARK_CONF, Landing, job_args, run_module, tree_state
 
 

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from spark_checkpoint_runtime.layout import CheckpointFormatError, CheckpointStorage, ControlChannel, key_from
-from spark_checkpoint_runtime.options import parse_options
-from spark_checkpoint_runtime.streaming_job import StreamingJob
+from spark_checkpoint_runtime.options import JobOptions, parse_options
+from spark_checkpoint_runtime.run.control_requests import check_savepoint_target
 
 
-def _job(root: Path, *extra: str) -> StreamingJob:
-    return StreamingJob(parse_options(["--job-name", "j", "--checkpoint-root", str(root), "--pipeline", "m:f", *extra]))
+def _options(root: Path, *extra: str) -> JobOptions:
+    return parse_options(["--job-name", "j", "--checkpoint-root", str(root), "--pipeline", "m:f", *extra])
 
 
 @pytest.mark.parametrize(
@@ -32,14 +32,14 @@ def _job(root: Path, *extra: str) -> StreamingJob:
 )
 def test_a_savepoint_goes_only_under_the_root_or_an_allowed_prefix(tmp_path: Path, target: str, allowed: bool):
     root = tmp_path / "root"
-    job = _job(root, "--savepoint-targets", f"{tmp_path}/approved, s3://ours")
+    options = _options(root, "--savepoint-targets", f"{tmp_path}/approved, s3://ours")
     storage = CheckpointStorage(str(root), "j")
     wanted = target.format(root=root, tmp=tmp_path)
     if allowed:
-        job._check_savepoint_target(storage, wanted)
+        check_savepoint_target(storage, options, wanted)
     else:
         with pytest.raises(CheckpointFormatError, match="--savepoint-targets"):
-            job._check_savepoint_target(storage, wanted)
+            check_savepoint_target(storage, options, wanted)
 
 
 def test_an_in_progress_answer_from_a_run_that_is_gone_expires(tmp_path: Path):

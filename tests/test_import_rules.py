@@ -57,7 +57,7 @@ print('ok')
         ("spark_checkpoint_runtime.layout", {"pyspark", "airflow"}),
         ("spark_checkpoint_runtime.retention", {"pyspark", "airflow"}),
         ("spark_checkpoint_runtime.cli", {"airflow"}),
-        ("spark_checkpoint_runtime.streaming_job", {"airflow"}),
+        ("spark_checkpoint_runtime.run.job", {"airflow"}),
         ("airflow_checkpoint_provider", {"pyspark"}),
     ],
 )

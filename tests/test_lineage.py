@@ -169,7 +169,7 @@ def test_a_shared_file_a_newer_metadata_lists_is_never_an_orphan(tmp_path: Path)
 
 def test_ids_stay_above_set_aside_output_and_keep_adopts_only_what_is_published(tmp_path: Path):
     from spark_checkpoint_runtime.options import parse_options
-    from spark_checkpoint_runtime.streaming_job import StreamingJob
+    from spark_checkpoint_runtime.run.plan import fresh_start_history
 
     output = tmp_path / "out"
     (output / "_rolled_back" / "restore-3").mkdir(parents=True)
@@ -177,10 +177,8 @@ def test_ids_stay_above_set_aside_output_and_keep_adopts_only_what_is_published(
         (output / name).write_bytes(b"x")
     sink = ParquetSink(str(output))
     assert sink.highest_published_id() == 7, "an id used by set-aside output is never used again"
-    job = StreamingJob(
-        parse_options(
-            ["--job-name", "j", "--checkpoint-root", str(tmp_path), "--pipeline", "m:f"] + ["--existing-output", "keep"]
-        )
+    options = parse_options(
+        ["--job-name", "j", "--checkpoint-root", str(tmp_path), "--pipeline", "m:f"] + ["--existing-output", "keep"]
     )
-    kept = job._history(None, sink, sink.highest_published_id())
+    kept = fresh_start_history(options, sink, sink.highest_published_id(), "r1")
     assert kept.ranges == ((1, 2),), "keep adopts what is published, not what an earlier restore set aside"

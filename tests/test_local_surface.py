@@ -83,15 +83,16 @@ def test_a_claimed_savepoint_loses_only_the_files_its_metadata_lists(tmp_path: P
 
 
 def test_externalized_retention_deletes_nothing_once_another_run_holds_the_job(tmp_path: Path):
-    from spark_checkpoint_runtime.streaming_job import StreamingJob
+    from spark_checkpoint_runtime.run.fence import RunFence
+    from spark_checkpoint_runtime.run.finish import externalized_retention
 
     storage = CheckpointStorage(str(tmp_path), "j")
     write_checkpoint(storage, 1, ["a"])
     lease = JobLease(storage, "r1", None, 30.0)
     lease.acquire()
     LeaseFiles(storage).create(2, {"run_id": "r2", "acquired_ms": 1, "epoch": 2})  # a takeover
-    job = StreamingJob(parse_options([*BASE, "--externalized-retention", "delete-on-cancellation"]))
-    job._externalized_retention(storage, lease, "cancelled")
+    options = parse_options([*BASE, "--externalized-retention", "delete-on-cancellation"])
+    externalized_retention(storage, RunFence(lease), options, "cancelled")
     assert storage.checkpoint_ids() == [1]
     lease.release()
 

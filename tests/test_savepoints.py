@@ -20,7 +20,7 @@ from spark_checkpoint_runtime.fingerprint import IncompatibleRestore
 from spark_checkpoint_runtime.layout import CheckpointStorage, ControlChannel
 from spark_checkpoint_runtime.options import parse_options
 from spark_checkpoint_runtime.retention import apply_job_retention, plan_job_retention
-from spark_checkpoint_runtime.streaming_job import StreamingJob
+from spark_checkpoint_runtime.run import StreamingJob
 from tests.conftest import (
     Landing,
     completed_checkpoints,

@@ -54,7 +54,7 @@ def clean_state_confs(spark):
 
 def run_family(spark, tmp_path: Path, landing, family: Family, store: str, job: str = "stateful", *more: str) -> dict:
     from spark_checkpoint_runtime.options import parse_options
-    from spark_checkpoint_runtime.streaming_job import StreamingJob
+    from spark_checkpoint_runtime.run import StreamingJob
 
     argv = job_args(
         job,

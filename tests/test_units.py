@@ -256,7 +256,7 @@ def test_retention_plan_keeps_newest_and_what_they_reference():
 
 
 def test_request_decider_applies_interval_and_min_pause():
-    from spark_checkpoint_runtime.coordinator import RequestDecider
+    from spark_checkpoint_runtime.checkpoint_policy import RequestDecider
 
     decider = RequestDecider(interval=10, min_pause=4)
     assert decider.due(0)
@@ -268,7 +268,7 @@ def test_request_decider_applies_interval_and_min_pause():
 
 
 def test_failure_manager_counts_consecutive_failures():
-    from spark_checkpoint_runtime.coordinator import FailureManager
+    from spark_checkpoint_runtime.checkpoint_policy import FailureManager
 
     failures = FailureManager(tolerable=1)
     assert failures.failed(3, "boom") is None
@@ -346,11 +346,11 @@ def test_batch_listener_without_the_slim_proxy_still_forwards_batches():
     """Should a PySpark release stop asking for ``_jlistener``, its own wrapper calls the listener's methods."""
     from types import SimpleNamespace
 
-    from spark_checkpoint_runtime.streaming_job import _BatchListener
+    from spark_checkpoint_runtime.run.progress import BatchListener
 
     completed = []
     coordinator = SimpleNamespace(batch_completed=completed.append)
-    listener = _BatchListener(coordinator, SimpleNamespace(sparkContext=SimpleNamespace(_jvm=None)))
+    listener = BatchListener(coordinator, SimpleNamespace(sparkContext=SimpleNamespace(_jvm=None)))
     listener.run_id = "run-a"
 
     def event(run_id: str, batch: int, rows: int) -> SimpleNamespace:

@@ -1,0 +1,131 @@
+"""Step 2 of a run: what it restores, from where, with which checks, and how it continues.
+
+The restore point is resolved here and nowhere else: once before Spark starts (bad input fails fast and
+leaves the root untouched), checked against the new pipeline, and once more when the run holds the job
+(``settle``): with ``--restore-from latest`` the previous holder may have completed a checkpoint since.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from spark_checkpoint_runtime.errors import ExistingOutput
+from spark_checkpoint_runtime.layout import CheckpointStorage, Lineage
+from spark_checkpoint_runtime.layout.lineage import MAX_RANGES
+from spark_checkpoint_runtime.options import JobOptions
+from spark_checkpoint_runtime.restore import RestorePoint, check_compatible, resolve_restore_point, starts_new_branch
+from spark_checkpoint_runtime.sinks import Sink, highest_published_id
+from spark_checkpoint_runtime.snapshot import StoredFiles
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What a run restores and how it continues, settled while it holds the job."""
+
+    point: RestorePoint | None
+    restored_operators: int | None  # with --allow-non-restored-state, how many operators' state is restored
+    history: Lineage  # the history the run continues: the restored snapshot's, or the output it keeps
+    rewind: bool  # the restore leaves a newer history behind (an older checkpoint, a savepoint)
+    next_id: int  # ids only grow: above every id in the job folder, the history and the published output
+
+    @property
+    def stored(self) -> StoredFiles:
+        """Files the run's first checkpoint may reference instead of storing again.
+
+        A rewind stores the restored state afresh: an old checkpoint's shared files are not the latest
+        checkpoint's, so retention running beside the job may delete them while they are referenced.
+        """
+        return StoredFiles(self.point.metadata.files if self.point is not None and not self.rewind else [])
+
+
+class RunPlanner:
+    """Resolves and checks a run's restore point, then settles its plan under the lease."""
+
+    def __init__(self, storage: CheckpointStorage, options: JobOptions, run_id: str):
+        self.storage = storage
+        self.options = options
+        self.run_id = run_id
+        self.point: RestorePoint | None = None
+        self.restored_operators: int | None = None
+
+    def resolve(self) -> RestorePoint | None:
+        """Resolve ``--restore-from`` (reads only); None starts fresh."""
+        self.point = resolve_restore_point(self.storage, self.options.restore_from)
+        return self.point
+
+    def check_compatible(self, fingerprint: dict[str, Any], spark: Any) -> None:
+        """Refuse a restore whose snapshot the new pipeline cannot continue (nothing is written yet)."""
+        if self.point is not None:
+            self._check_compatible(fingerprint, spark)
+
+    def check_fresh_start(self, sink: Sink) -> None:
+        """Refuse a fresh start into published output unless ``--existing-output`` says what to do."""
+        if self.point is None:
+            self._check_fresh_start(sink)
+
+    def settle(self, fingerprint: dict[str, Any], spark: Any, sink: Sink) -> RunPlan:
+        """The plan, now that the run holds the job: the newest restore point, history, rewind and first id."""
+        if self.options.restore_from == "latest":
+            # The previous holder may have completed a checkpoint since we looked: restore the newest.
+            newest = resolve_restore_point(self.storage, self.options.restore_from)
+            if newest is not None and (self.point is None or newest.metadata.id != self.point.metadata.id):
+                self.point = newest
+                self._check_compatible(fingerprint, spark)
+        point = self.point
+        published = highest_published_id(sink)  # one listing of the sink, now that this run holds the job
+        history = self._history(sink, published)
+        return RunPlan(
+            point=point,
+            restored_operators=self.restored_operators,
+            history=history,
+            rewind=point is not None and starts_new_branch(self.storage, point),
+            next_id=max(self.storage.next_checkpoint_id(), history.highest + 1, published + 1),
+        )
+
+    def _check_compatible(self, fingerprint: dict[str, Any], spark: Any) -> None:
+        self.restored_operators = check_compatible(
+            self.point, fingerprint, spark, allow_non_restored_state=self.options.allow_non_restored_state
+        )
+
+    def _check_fresh_start(self, sink: Sink) -> None:
+        """Refuse to start from empty state into published output unless ``--existing-output`` says what to do."""
+        published = highest_published_id(sink)
+        if published and self.options.existing_output == "fail":
+            raise ExistingOutput(
+                f"{self.storage.location} starts fresh, but its sink already holds output published up to "
+                f"checkpoint {published}: every row would be published again. Restore from a checkpoint or "
+                "savepoint, or pass --existing-output move-aside (set that output aside under _rolled_back/) or "
+                "keep (keep it and continue after it)"
+            )
+
+    def _history(self, sink: Sink, published: int) -> Lineage:
+        """The history this run continues: the restored snapshot's, or on a fresh start what output it keeps.
+
+        ``published`` is the sink's highest published (or set-aside) checkpoint id.
+        """
+        if self.point is not None:
+            return self.point.metadata.history
+        return fresh_start_history(self.options, sink, published, self.run_id)
+
+
+def fresh_start_history(options: JobOptions, sink: Sink, published: int, run_id: str) -> Lineage:
+    """A fresh start's history: empty, or with ``--existing-output keep`` exactly the ids published now."""
+    if published and options.existing_output == "keep":
+        # Exactly the ids published now: output set aside earlier stays aside (a range would bring it back).
+        ids = getattr(sink, "published_ids", lambda: set(range(1, published + 1)))()
+        kept = Lineage.of((i, i) for i in ids)
+        if len(kept.ranges) > MAX_RANGES // 2:
+            raise ExistingOutput(
+                f"--existing-output keep: the published output's {len(ids)} checkpoint ids form "
+                f"{len(kept.ranges)} separate ranges, too many to record as a history; use move-aside"
+            )
+        log.warning("starting fresh; --existing-output keep: %d checkpoint(s) of output stay published", len(ids))
+        return kept
+    if published:
+        log.warning("starting fresh; --existing-output move-aside: published output is set aside")
+    log.info("job %r run %s starts fresh", options.job_name, run_id)
+    return Lineage()

@@ -1,0 +1,51 @@
+"""Step 1 of a run: the SparkSession, the user's pipeline, and the fingerprint of its stateful plan."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from spark_checkpoint_runtime.errors import PipelineError
+from spark_checkpoint_runtime.fingerprint import SNAPSHOTTABLE_PROVIDERS, plan_fingerprint, state_store_settings
+from spark_checkpoint_runtime.options import JobOptions
+from spark_checkpoint_runtime.state_files import UnsupportedStateStore
+
+
+def create_session(options: JobOptions) -> Any:
+    """A SparkSession for the job: spark-submit's settings, or local mode under ``python -m``."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(f"checkpointed-job:{options.job_name}")
+    for key, value in options.conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def load_pipeline(spec: str, spark: Any) -> Any:
+    """Import ``module:function`` and call it with the session; it must return a streaming DataFrame."""
+    module_name, _, function_name = spec.partition(":")
+    try:
+        function = getattr(importlib.import_module(module_name), function_name)
+    except (ImportError, AttributeError) as exc:
+        raise PipelineError(
+            f"--pipeline {spec!r} cannot be loaded: {exc}; ship the module with --py-files or PYTHONPATH"
+        ) from None
+    df = function(spark)
+    if not getattr(df, "isStreaming", False):
+        raise PipelineError(f"--pipeline {spec!r} returned {type(df).__name__}, not a streaming DataFrame")
+    return df
+
+
+def job_fingerprint(df: Any, spark: Any) -> dict[str, Any]:
+    """The stateful plan and state store settings, refused when the runtime cannot snapshot the store."""
+    fingerprint = {**plan_fingerprint(df), "state_store": state_store_settings(spark)}
+    provider = fingerprint["state_store"]["provider_class"]
+    if fingerprint["operators"] and fingerprint["state_store"]["provider"] not in SNAPSHOTTABLE_PROVIDERS:
+        raise UnsupportedStateStore(
+            f"state store provider {provider}: its file layout is unknown to the runtime, which snapshots "
+            f"{' and '.join(SNAPSHOTTABLE_PROVIDERS)}; set spark.sql.streaming.stateStore.providerClass to one "
+            "of them"
+        )
+    return fingerprint
