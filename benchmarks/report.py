@@ -5,46 +5,48 @@
 
 Each table sits in README.md between ``<!-- begin generated: NAME -->`` and ``<!-- end generated: NAME -->``,
 indented like its opening marker, and ends with a line naming the JSON file and its provenance (commit,
-date, machine), with a warning when ``runtime/`` has changed since that commit. The goals table judges each
-goal from the same files: a goal is "met" only when every measured case meets it. The test suite runs
-``--check``.
+date, machine), with a warning when ``runtime/`` has changed since that commit. The goals table shows each
+goal as ``benchmarks.findings`` judges it from the same files: a goal is "met" only when every measured case
+meets it. This module only renders; ``benchmarks.findings`` reads the JSON, derives the figures and judges
+the goals. The test suite runs ``--check``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import re
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+from benchmarks.findings import (
+    ANSWER_GOAL_SECONDS,
+    BATCH_PATH_GOAL_MS,
+    BYTES_GOAL_RATIO,
+    CHECKPOINTS_PER_DAY,
+    IDLE_GOAL_PER_DAY,
+    OVERHEAD_GOAL_PERCENT,
+    REPO,
+    RESTORE_GOAL_RATIO,
+    Goal,
+    judge_goals,
+    load,
+    restore_ratio,
+    restore_ratios,
+    retention_met,
+    retention_runs_by_files,
+    rounded,
+    running_cost,
+    runtime_changed_since,
+)
+
 README = REPO / "README.md"
-RESULTS = REPO / "benchmarks"
 
 MARKER = re.compile(
     r"^(?P<indent>[ \t]*)<!-- begin generated: (?P<name>[\w-]+) -->\n.*?^[ \t]*<!-- end generated: (?P=name) -->$",
     re.M | re.S,
 )
-
-# S3 Standard, us-east-1, published prices per 1,000 requests (deletes are free).
-S3_PRICE_PER_1000 = {"LIST": 0.005, "PUT": 0.005, "COPY": 0.005, "GET": 0.0004, "HEAD": 0.0004}
-
-OVERHEAD_GOAL_PERCENT = 5.0
-BYTES_GOAL_RATIO = 1.5
-RESTORE_GOAL_RATIO = 1.1
-IDLE_GOAL_PER_DAY = 20_000
-ANSWER_GOAL_SECONDS = 10.0
-BATCH_PATH_GOAL_MS = 50
-AGE_GROWTH_ALLOWED = 1.15  # room for the one listing of the job folder, a page per 1,000 files
-
-
-def load(name: str) -> dict[str, Any]:
-    """One benchmark's JSON under ``benchmarks/``."""
-    return json.loads((RESULTS / name).read_text())
 
 
 # --- formatting ---------------------------------------------------------------------------------------
@@ -68,10 +70,6 @@ def kinds(counts: dict[str, int]) -> str:
     return ", ".join(f"{kind} {count:,}" for kind, count in counts.items() if count and kind != "total")
 
 
-def dollars(counts: dict[str, float]) -> float:
-    return sum(S3_PRICE_PER_1000.get(kind, 0.0) * count / 1000 for kind, count in counts.items() if kind != "total")
-
-
 def table(header: list[str], rows: list[list[str]], align: str | None = None) -> list[str]:
     """A Markdown table; ``align`` has one letter per column: ``l`` left, ``r`` right."""
     align = align or "l" + "r" * (len(header) - 1)
@@ -88,26 +86,28 @@ def source(name: str, data: dict[str, Any], command: str) -> str:
         machine = found["machine"]
         dirty = " with uncommitted changes" if found.get("dirty") else ""
         versions = found["versions"]
+        last = runtime_changed_since(found["commit"])
+        changed = f"; **the runtime has changed since** (last at {last}): rerun to confirm" if last else ""
         where = (
             f"measured {found['measured_at'][:10]} at commit {found['commit']}{dirty}; {machine['cpus']} CPUs, "
             f"{machine['memory_gib']} GiB; Spark {versions.get('pyspark')}, Python {versions.get('python')}"
-            f"{_runtime_changed_since(found['commit'])}"
+            f"{changed}"
         )
     return f"<sub>`{command}` → `benchmarks/{name}`: {where}.</sub>"
 
 
-def _git(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, timeout=30)
+def _case(name: str) -> str:
+    """``stateful @ 10s`` as the README writes it: ``stateful @ 10 s``."""
+    return re.sub(r"@ (\d+)s$", r"@ \1 s", name)
 
 
-def _runtime_changed_since(commit: str | None) -> str:
-    """A warning when the runtime has changed since ``commit``: the figures may no longer hold."""
-    if not commit:
-        return ""
-    last = _git("log", "-1", "--format=%h", "--", "runtime/").stdout.strip()
-    if not last or _git("merge-base", "--is-ancestor", last, commit).returncode == 0:
-        return ""
-    return f"; **the runtime has changed since** (last at {last}): rerun to confirm"
+def _size(store: str, size: dict[str, Any]) -> str:
+    """A state size case as the goals name it: ``100.0 MB``, ``RocksDB 100.0 MB``."""
+    return f"{'RocksDB ' if store == 'rocksdb' else ''}{mb(size['state_bytes'])}"
+
+
+def _verdict(met: bool | None) -> str:
+    return "reported" if met is None else "**met**" if met else "**not met**"
 
 
 # --- the tables ---------------------------------------------------------------------------------------
@@ -116,6 +116,7 @@ def _runtime_changed_since(commit: str | None) -> str:
 def request_cost() -> list[str]:
     data = load("request_cost.json")
     storage, job = data["storage"], data["running_job"]
+    cost = running_cost(job)
     rows = [[name, num(c["total"]), kinds(c)] for name, c in storage.items()]
     busy = job["checkpoints_while_busy"]
     rows.append(
@@ -135,8 +136,7 @@ def request_cost() -> list[str]:
         ["one savepoint, net of idle", num(job["savepoint"]["net_of_idle"]), kinds(job["savepoint"]["requests"])]
     )
     idle = job["idle"]
-    per_day = {k: v * 86400 / idle["seconds"] for k, v in idle["requests"].items()}
-    rows.append(["**a running job, idle, per day**", f"**{num(idle['per_day'])}**", kinds(_rounded(per_day))])
+    rows.append(["**a running job, idle, per day**", f"**{num(idle['per_day'])}**", kinds(rounded(cost.idle_per_day))])
     rows.append(
         [
             "beside it, its Airflow task's kill watch, per day",
@@ -144,16 +144,13 @@ def request_cost() -> list[str]:
             "GET (one small read a minute)",
         ]
     )
-    money = dollars(per_day) + dollars({"GET": idle["job_task_kill_watch_per_day"]})
+    money = cost.dollars_per_day
     busy_money = ""
-    aged = list(job.get("checkpoint_by_age", {}).values())
-    if aged:
-        # The older job's per-checkpoint requests, 8,640 checkpoints a day (the default 10 s interval).
-        per_checkpoint = dollars(aged[-1]["per_checkpoint_by_kind"])
-        monthly = money * 30 + per_checkpoint * 8640 * 30
+    if cost.dollars_per_checkpoint is not None and cost.dollars_per_month_checkpointing is not None:
         busy_money = (
-            f" A job that checkpoints all day at the default 10 s interval adds 8,640 checkpoints a day at "
-            f"${per_checkpoint:.5f} each (the older job's requests above): ${num(monthly)} a month in all."
+            f" A job that checkpoints all day at the default 10 s interval adds {num(CHECKPOINTS_PER_DAY)} "
+            f"checkpoints a day at ${cost.dollars_per_checkpoint:.5f} each (the older job's requests above): "
+            f"${num(cost.dollars_per_month_checkpointing)} a month in all."
         )
     return [
         *table(["operation", "requests", "by kind"], rows, "lrl"),
@@ -165,10 +162,6 @@ def request_cost() -> list[str]:
         "",
         source("request_cost.json", data, "python -m benchmarks.request_cost"),
     ]
-
-
-def _rounded(counts: dict[str, float]) -> dict[str, int]:
-    return {kind: round(value) for kind, value in counts.items()}
 
 
 def _continuous_rows(continuous: dict[str, Any], with_overhead: bool) -> list[list[str]]:
@@ -188,11 +181,6 @@ def _continuous_rows(continuous: dict[str, Any], with_overhead: bool) -> list[li
         row.append(", ".join(f"{p:.2f}" for p in r["pair_ratios"]))
         rows.append(row)
     return rows
-
-
-def _case(name: str) -> str:
-    """``stateful @ 10s`` as the README writes it: ``stateful @ 10 s``."""
-    return re.sub(r"@ (\d+)s$", r"@ \1 s", name)
 
 
 def _available_now_rows(overhead: dict[str, Any], rows_per_second: bool) -> list[list[str]]:
@@ -229,14 +217,6 @@ def overhead(name: str, rows_per_second: bool) -> list[str]:
     ]
 
 
-def _restore_ratios(size: dict[str, Any]) -> list[float]:
-    return [s["restore_ours_seconds"] / s["restore_plain_seconds"] for s in size["samples"]]
-
-
-def _ratio_of_medians(size: dict[str, Any]) -> float:
-    return size["restore_ours_seconds"] / size["restore_plain_seconds"]
-
-
 def state_size(name: str) -> list[str]:
     data = load(name)
     sizes = ",".join(f"{size['size_mb_target']:g}" for size in data["sizes"])
@@ -261,7 +241,7 @@ def state_size(name: str) -> list[str]:
             row += [kib(size["native_new_sst_bytes"]), f"{size['written_to_native_sst_ratio']:.2f}"]
         row += [f"{size['written_to_state_ratio'] * 100:.2f} %", num(size["capture_ms"]), num(size["upload_ms"])]
         row += [f"{size['restore_plain_seconds']:.2f}", f"{size['restore_ours_seconds']:.2f}"]
-        row += [f"**{_ratio_of_medians(size):.3f}**", ", ".join(f"{r:.2f}" for r in _restore_ratios(size))]
+        row += [f"**{restore_ratio(size):.3f}**", ", ".join(f"{r:.2f}" for r in restore_ratios(size))]
         rows.append(row)
     lines = table(header, rows, "r" * (len(header) - 1) + "l")
     if any("requests_median" in size for size in data["sizes"]):
@@ -284,21 +264,16 @@ def _s3_phase_table(sizes: list[dict[str, Any]]) -> tuple[list[str], list[list[s
 
 def retention() -> list[str]:
     data = load("retention_scale.json")
-    by_files: dict[int, list[dict[str, Any]]] = {}
-    for run in data["runs"]:
-        by_files.setdefault(run["files_per_checkpoint"], []).append(run)
-    goal = data["goal_seconds"]
     rows = []
-    for files, runs in sorted(by_files.items()):
-        first = runs[0]
+    for files, runs in retention_runs_by_files(data):
         total = ", ".join(f"{r['total_seconds']:.1f}" for r in runs) + " s"
         rows.append(
             [
                 num(files),
                 ", ".join(f"{r['plan_seconds']:.1f}" for r in runs) + " s",
                 ", ".join(f"{r['delete_seconds']:.1f}" for r in runs) + " s",
-                f"**{total}**" if any(r["total_seconds"] >= goal for r in runs) else total,
-                num(first["list_calls_planning"]),
+                total if retention_met(runs, data["goal_seconds"]) else f"**{total}**",
+                num(runs[0]["list_calls_planning"]),
             ]
         )
     first = data["runs"][0]
@@ -374,6 +349,63 @@ def page_latency() -> list[str]:
     ]
 
 
+def _goal_row(goal: Goal) -> list[str]:
+    """A goal's row: what it asks, the verdict, and what was measured."""
+    f = goal.figures
+    match goal.name:
+        case "overhead":
+            asks = f"throughput overhead at most {OVERHEAD_GOAL_PERCENT:g} % at 1 s and 10 s intervals (continuous)"
+            measured = "; ".join(f"{_case(name)}: {v:.1f} %" for name, v in f["overhead"].items())
+        case "bytes":
+            asks = (
+                f"bytes written within {BYTES_GOAL_RATIO:g}× of what Spark itself wrote for the same changes "
+                "(over the job's life, and over the restarts alone)"
+            )
+            measured = "; ".join(f"{_size(store, s)}: {_bytes_views(s)}" for store, s in f["sizes"])
+        case "batch_path":
+            asks = f"under {BATCH_PATH_GOAL_MS} ms added to the batch path (batch p95, ours − plain, continuous)"
+            measured = (
+                "; ".join(f"{_case(name)}: {v:+g} ms" for name, v in f["added_ms"].items())
+                + f"; the capture (median up to {f['capture_ms']:g} ms, both stores) runs beside the batches"
+            )
+        case "restore":
+            asks = f"restore at most {RESTORE_GOAL_RATIO:g}× Spark's native restart (ratio of medians, local disk)"
+            measured = "; ".join(f"{_size(store, s)}: {v:.3f}×" for store, s, v in f["restore"])
+        case "restore_s3":
+            asks = "restore from S3 (loopback) against plain Spark's restart from local disk"
+            measured = "; ".join(f"{mb(s['state_bytes'])}: {v:.2f}×" for s, v in f["restore"])
+            measured += " (ours downloads the state first)"
+        case "idle":
+            asks = (
+                f"an idle job at most {num(IDLE_GOAL_PER_DAY)} requests a day, requests answered within "
+                f"{ANSWER_GOAL_SECONDS:g} s"
+            )
+            answered = f["answered_seconds"]
+            measured = (
+                f"{num(f['per_day'])} a day with its kill watch; answered after {answered['savepoint']:g} s "
+                f"(savepoint), {answered['stop']:g} s (stop)"
+            )
+        case "sensor_poke":
+            asks = "a sensor poke with nothing new costs O(1) requests and never lists `shared/`"
+            poke = f["requests"]
+            measured = f"{poke['total']} request ({kinds(poke)}) beside 1,000 files of an old run in `shared/`"
+        case "checkpoint_by_age":
+            asks = "a checkpoint's requests do not grow with the job's age or the checkpoints retained"
+            first, last = f["first"], f["last"]
+            measured = (
+                f"{f['young']:g} requests (deletes aside) at chk-{first['first_id']} ({first['retained']} "
+                f"retained), {f['old']:g} at chk-{last['first_id']} ({last['retained']} retained)"
+            )
+        case "retention":
+            asks = f"retention of 10,000 checkpoints under {f['goal_seconds']:g} s in every run"
+            measured = (
+                f"slowest run {f['slowest']:.1f} s; one list call per plan; on S3 one delete request per 1,000 keys"
+            )
+        case _:
+            raise KeyError(f"benchmarks.report cannot render goal {goal.name!r}")
+    return [asks, _verdict(goal.met), measured]
+
+
 def _bytes_views(size: dict[str, Any]) -> str:
     """The bytes goal's views of one size: the job's life and the restarts alone where measured, the worst one."""
     views = []
@@ -386,115 +418,8 @@ def _bytes_views(size: dict[str, Any]) -> str:
 
 
 def goals() -> list[str]:
-    """Each goal judged from the JSON: met only when every measured case meets it."""
-    run, sizes = load("results.json"), load("state_size.json")["sizes"]
-    rocksdb = load("state_size_rocksdb.json")["sizes"]
-    request_cost_data = load("request_cost.json")
-    cost = request_cost_data["running_job"]
-    retention_data = load("retention_scale.json")
-    rows = []
-
-    cases = run["continuous"]
-    over = {name: r["overhead_percent"] for name, r in cases.items()}
-    rows.append(
-        [
-            f"throughput overhead at most {OVERHEAD_GOAL_PERCENT:g} % at 1 s and 10 s intervals (continuous)",
-            _verdict(all(v <= OVERHEAD_GOAL_PERCENT for v in over.values())),
-            "; ".join(f"{_case(name)}: {v:.1f} %" for name, v in over.items()),
-        ]
-    )
-    by_size = {mb(s["state_bytes"]): s for s in sizes} | {f"RocksDB {mb(s['state_bytes'])}": s for s in rocksdb}
-    # Judged over the job's whole life (the build and every restart) and over the restarts alone, the worse of
-    # the two: either window ends where one side has written a snapshot of a partition (a quarter of the state)
-    # that the other writes or stores a restart later. Older results have only the restarts, or one restart.
-    judged = {
-        k: max(s.get("written_to_native_life_ratio", 0), s.get("written_to_native_sequence_ratio", 0))
-        or s["written_to_native_ratio_max"]
-        for k, s in by_size.items()
-    }
-    rows.append(
-        [
-            f"bytes written within {BYTES_GOAL_RATIO:g}× of what Spark itself wrote for the same changes "
-            "(over the job's life, and over the restarts alone)",
-            _verdict(all(v <= BYTES_GOAL_RATIO for v in judged.values())),
-            "; ".join(f"{k}: {_bytes_views(s)}" for k, s in by_size.items()),
-        ]
-    )
-    added = {_case(name): r["ours_batch_ms_p95"] - r["plain_batch_ms_p95"] for name, r in cases.items()}
-    capture = max(s["capture_ms"] for s in [*sizes, *rocksdb])
-    rows.append(
-        [
-            f"under {BATCH_PATH_GOAL_MS} ms added to the batch path (batch p95, ours − plain, continuous)",
-            _verdict(all(v < BATCH_PATH_GOAL_MS for v in added.values())),
-            "; ".join(f"{name}: {v:+g} ms" for name, v in added.items())
-            + f"; the capture (median up to {capture:g} ms, both stores) runs beside the batches",
-        ]
-    )
-    restore = {mb(s["state_bytes"]): _ratio_of_medians(s) for s in sizes}
-    restore |= {f"RocksDB {mb(s['state_bytes'])}": _ratio_of_medians(s) for s in rocksdb}
-    rows.append(
-        [
-            f"restore at most {RESTORE_GOAL_RATIO:g}× Spark's native restart (ratio of medians, local disk)",
-            _verdict(all(v <= RESTORE_GOAL_RATIO for v in restore.values())),
-            "; ".join(f"{k}: {v:.3f}×" for k, v in restore.items()),
-        ]
-    )
-    on_s3 = {mb(s["state_bytes"]): _ratio_of_medians(s) for s in load("state_size_s3.json")["sizes"]}
-    rows.append(
-        [
-            "restore from S3 (loopback) against plain Spark's restart from local disk",
-            "reported",
-            "; ".join(f"{k}: {v:.2f}×" for k, v in on_s3.items()) + " (ours downloads the state first)",
-        ]
-    )
-    idle, answered = cost["idle"]["per_day_with_job_task"], cost["answered_seconds"]
-    rows.append(
-        [
-            f"an idle job at most {num(IDLE_GOAL_PER_DAY)} requests a day, requests answered within "
-            f"{ANSWER_GOAL_SECONDS:g} s",
-            _verdict(idle <= IDLE_GOAL_PER_DAY and all(v <= ANSWER_GOAL_SECONDS for v in answered.values())),
-            f"{num(idle)} a day with its kill watch; answered after {answered['savepoint']:g} s (savepoint), "
-            f"{answered['stop']:g} s (stop)",
-        ]
-    )
-    poke = request_cost_data["storage"]["sensor poke, nothing new"]
-    rows.append(
-        [
-            "a sensor poke with nothing new costs O(1) requests and never lists `shared/`",
-            _verdict(poke["total"] <= 2),
-            f"{poke['total']} request ({kinds(poke)}) beside 1,000 files of an old run in `shared/`",
-        ]
-    )
-    aged = list(cost.get("checkpoint_by_age", {}).values())
-    if aged:
-        # Deletes left out on both sides: the older job subsumes a checkpoint each time, the young one (fewer
-        # than its 100 retained) none; that is one constant request, not growth.
-        young, old = (_without_deletes(a["per_checkpoint_by_kind"]) for a in (aged[0], aged[-1]))
-        rows.append(
-            [
-                "a checkpoint's requests do not grow with the job's age or the checkpoints retained",
-                _verdict(old <= young * AGE_GROWTH_ALLOWED),
-                f"{young:g} requests (deletes aside) at chk-{aged[0]['first_id']} ({aged[0]['retained']} "
-                f"retained), {old:g} at chk-{aged[-1]['first_id']} ({aged[-1]['retained']} retained)",
-            ]
-        )
-    slowest = max(r["total_seconds"] for r in retention_data["runs"])
-    rows.append(
-        [
-            f"retention of 10,000 checkpoints under {retention_data['goal_seconds']:g} s in every run",
-            _verdict(all(r["total_seconds"] < retention_data["goal_seconds"] for r in retention_data["runs"])),
-            f"slowest run {slowest:.1f} s; one list call per plan; on S3 one delete request per 1,000 keys",
-        ]
-    )
-    return table(["goal", "verdict", "measured"], rows, "lll")
-
-
-def _without_deletes(by_kind: dict[str, float]) -> float:
-    return round(sum(v for kind, v in by_kind.items() if kind not in ("DELETE", "DELETE_BATCH", "total")), 1)
-
-
-def _verdict(met: bool) -> str:
-    return "**met**" if met else "**not met**"
+    """The goals table: each goal as ``benchmarks.findings`` judged it."""
+    return table(["goal", "verdict", "measured"], [_goal_row(goal) for goal in judge_goals()], "lll")
 
 
 GENERATED: dict[str, Callable[[], list[str]]] = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from benchmarks import report
+from benchmarks import findings, report
 
 
 def test_the_readme_tables_are_what_the_json_files_say():
@@ -16,7 +16,7 @@ def test_every_generated_block_is_in_the_readme_and_every_json_names_its_machine
     readme = report.README.read_text()
     assert sorted(report.blocks(readme)) == sorted(report.GENERATED)
     for name in set(re.findall(r"`benchmarks/(\w+\.json)`", readme)):
-        provenance = json.loads((report.RESULTS / name).read_text()).get("provenance")
+        provenance = json.loads((findings.RESULTS / name).read_text()).get("provenance")
         assert provenance and provenance["commit"] and provenance["machine"]["cpus"], name
 
 
@@ -31,9 +31,9 @@ def test_a_changed_figure_makes_the_check_fail(tmp_path):
 
 
 def test_a_goal_is_met_only_when_every_case_meets_it(tmp_path, monkeypatch):
-    for path in report.RESULTS.glob("*.json"):
+    for path in findings.RESULTS.glob("*.json"):
         (tmp_path / path.name).write_text(path.read_text())
-    monkeypatch.setattr(report, "RESULTS", tmp_path)
+    monkeypatch.setattr(findings, "RESULTS", tmp_path)
     run = json.loads((tmp_path / "results.json").read_text())
     for case in run["continuous"].values():
         case["overhead_percent"] = 1.0

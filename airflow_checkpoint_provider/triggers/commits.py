@@ -19,13 +19,12 @@ it starts from the newest checkpoint then.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
-from airflow.triggers.base import BaseEventTrigger, TriggerEvent
+from airflow.triggers.base import BaseEventTrigger
 
-from airflow_checkpoint_provider.durations import Duration, to_seconds
-from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
+from airflow_checkpoint_provider.durations import Duration
+from airflow_checkpoint_provider.triggers.polling import StoragePollingTrigger
 from spark_checkpoint_runtime.layout import CheckpointStorage, DamagedCheckpoint
 
 
@@ -64,7 +63,7 @@ def new_commits(storage: CheckpointStorage, after: int) -> tuple[list[dict[str, 
     return commits, seen
 
 
-class CheckpointCommitTrigger(BaseEventTrigger):
+class CheckpointCommitTrigger(StoragePollingTrigger, BaseEventTrigger):
     """Yields one event per checkpoint of ``job_name`` that committed sink output (for ``AssetWatcher``).
 
     :param job_name: the job folder under the root.
@@ -72,6 +71,8 @@ class CheckpointCommitTrigger(BaseEventTrigger):
     :param storage_conn_id: a ``checkpoint_storage`` or standard cloud connection, if needed.
     :param poke_interval: time between looks at the job folder (seconds, a ``timedelta`` or e.g. ``"10s"``).
     """
+
+    ends_at_first_event = False
 
     def __init__(
         self,
@@ -81,33 +82,20 @@ class CheckpointCommitTrigger(BaseEventTrigger):
         storage_conn_id: str | None = None,
         poke_interval: Duration = 5.0,
     ):
-        super().__init__()
-        self.job_name = job_name
-        self.checkpoint_root = checkpoint_root
-        self.storage_conn_id = storage_conn_id
-        self.poke_interval = to_seconds(poke_interval, name="poke_interval")
-
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (
-            f"{type(self).__module__}.{type(self).__qualname__}",
-            {
-                "job_name": self.job_name,
-                "checkpoint_root": self.checkpoint_root,
-                "storage_conn_id": self.storage_conn_id,
-                "poke_interval": self.poke_interval,
-            },
+        super().__init__(
+            job_name=job_name, checkpoint_root=checkpoint_root, storage_conn_id=storage_conn_id, interval=poke_interval
         )
+        self._seen = 0
 
-    async def run(self) -> AsyncIterator[TriggerEvent]:
-        storage = await CheckpointStorageHook.astorage(self.storage_conn_id, self.checkpoint_root, self.job_name)
+    async def begin(self, storage: CheckpointStorage) -> None:
         # Commits from now on: the newest completed checkpoint (not one still in progress) is the start.
-        seen = await asyncio.to_thread(storage.newest_metadata_id) or 0
-        while True:
-            try:
-                commits, seen = await asyncio.to_thread(new_commits, storage, seen)
-            except Exception:  # a storage hiccup (throttling, network) must not end the watch and lose its place
-                self.log.exception("could not look for new commits of job %r; trying again", self.job_name)
-                commits = []
-            for commit in commits:
-                yield TriggerEvent(commit)
-            await asyncio.sleep(self.poke_interval)
+        self._seen = await asyncio.to_thread(storage.newest_metadata_id) or 0
+
+    def poll_once(self, storage: CheckpointStorage) -> list[dict[str, Any]]:
+        commits, self._seen = new_commits(storage, self._seen)
+        return commits
+
+    def poll_failed(self, exc: Exception) -> list[dict[str, Any]]:
+        # A storage hiccup (throttling, network) must not end the watch and lose its place.
+        self.log.exception("could not look for new commits of job %r; trying again", self.job_name)
+        return []

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow.triggers.base import BaseTrigger, TriggerEvent
-
-from airflow_checkpoint_provider.durations import Duration, to_seconds
-from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
+from airflow_checkpoint_provider.durations import Duration
+from airflow_checkpoint_provider.triggers.polling import StoragePollingTrigger
 from spark_checkpoint_runtime.durations import format_duration
 from spark_checkpoint_runtime.layout import (
     CheckpointStorage,
@@ -110,7 +106,7 @@ def judge_running_job(
     return RunHealth("running", f"run {grant.get('run_id')} is checkpointing", details)
 
 
-class RunningJobHealthTrigger(BaseTrigger):
+class RunningJobHealthTrigger(StoragePollingTrigger):
     """Watches a running job until it ends (``{"status": "ended"}``) or stalls (``{"status": "stalled"}``).
 
     It judges the run of lease ``epoch`` if given, else the first run found that started after
@@ -141,52 +137,31 @@ class RunningJobHealthTrigger(BaseTrigger):
         storage_conn_id: str | None = None,
         poke_interval: Duration = 5.0,
     ):
-        super().__init__()
-        self.job_name = job_name
-        self.checkpoint_root = checkpoint_root
+        super().__init__(
+            job_name=job_name, checkpoint_root=checkpoint_root, storage_conn_id=storage_conn_id, interval=poke_interval
+        )
         self.started_after_ms = started_after_ms
         self.epoch = epoch
         self.window_s = window_s
         self.start_timeout_s = start_timeout_s
-        self.storage_conn_id = storage_conn_id
-        self.poke_interval = to_seconds(poke_interval, name="poke_interval")
+        self._watched_epoch = epoch  # else learnt at the first look that finds the run, then kept
 
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (
-            f"{type(self).__module__}.{type(self).__qualname__}",
-            {
-                "job_name": self.job_name,
-                "checkpoint_root": self.checkpoint_root,
-                "started_after_ms": self.started_after_ms,
-                "epoch": self.epoch,
-                "window_s": self.window_s,
-                "start_timeout_s": self.start_timeout_s,
-                "storage_conn_id": self.storage_conn_id,
-                "poke_interval": self.poke_interval,
-            },
+    def own_kwargs(self) -> dict[str, Any]:
+        return {
+            "started_after_ms": self.started_after_ms,
+            "epoch": self.epoch,
+            "window_s": self.window_s,
+            "start_timeout_s": self.start_timeout_s,
+        }
+
+    def poll_once(self, storage: CheckpointStorage) -> list[dict[str, Any]]:
+        health = judge_running_job(
+            storage, self.started_after_ms, self.window_s, time.time(), self._watched_epoch, self.start_timeout_s
         )
-
-    async def run(self) -> AsyncIterator[TriggerEvent]:
-        try:
-            storage = await CheckpointStorageHook.astorage(self.storage_conn_id, self.checkpoint_root, self.job_name)
-            epoch = self.epoch
-            while True:
-                health = await asyncio.to_thread(
-                    judge_running_job,
-                    storage,
-                    self.started_after_ms,
-                    self.window_s,
-                    time.time(),
-                    epoch,
-                    self.start_timeout_s,
-                )
-                epoch = health.details.get("epoch", epoch)
-                if health.state in ("ended", "stalled", "not_started"):
-                    yield TriggerEvent({**health.details, "status": health.state, "message": health.message})
-                    return
-                await asyncio.sleep(self.poke_interval)
-        except Exception as exc:  # the sensor turns this into a clear task failure
-            yield TriggerEvent({"status": "error", "message": f"{type(exc).__name__}: {exc}"})
+        self._watched_epoch = health.details.get("epoch", self._watched_epoch)
+        if health.state in ("ended", "stalled", "not_started"):
+            return [{**health.details, "status": health.state, "message": health.message}]
+        return []
 
 
 def not_started(job_name: str, start_timeout_s: float) -> str:

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
-from airflow.triggers.base import BaseTrigger, TriggerEvent
-
 from airflow_checkpoint_provider.durations import Duration, to_seconds
-from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
-from spark_checkpoint_runtime.layout import TERMINAL_STATUSES, ControlChannel
+from airflow_checkpoint_provider.triggers.polling import StoragePollingTrigger
+from spark_checkpoint_runtime.layout import TERMINAL_STATUSES, CheckpointStorage, ControlChannel
 
 
-class SavepointTrigger(BaseTrigger):
+class SavepointTrigger(StoragePollingTrigger):
     """Fires when the job answers savepoint request ``trigger_id``, or after ``timeout`` seconds.
 
     Yields the job's answer (``status`` completed, failed, rejected or expired) or ``{"status": "timeout"}``.
@@ -31,6 +27,9 @@ class SavepointTrigger(BaseTrigger):
         a triggerer restart keeps the original deadline.
     """
 
+    interval_kwarg = "poll_interval"
+    error_key = "reason"
+
     def __init__(
         self,
         *,
@@ -42,41 +41,20 @@ class SavepointTrigger(BaseTrigger):
         poll_interval: Duration = 2.0,
         started: float | None = None,
     ):
-        super().__init__()
-        self.job_name = job_name
-        self.checkpoint_root = checkpoint_root
+        super().__init__(
+            job_name=job_name, checkpoint_root=checkpoint_root, storage_conn_id=storage_conn_id, interval=poll_interval
+        )
         self.trigger_id = trigger_id
         self.timeout = to_seconds(timeout, name="timeout")
-        self.storage_conn_id = storage_conn_id
-        self.poll_interval = to_seconds(poll_interval, name="poll_interval")
         self.started = started if started is not None else time.time()
 
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (
-            f"{type(self).__module__}.{type(self).__qualname__}",
-            {
-                "job_name": self.job_name,
-                "checkpoint_root": self.checkpoint_root,
-                "trigger_id": self.trigger_id,
-                "timeout": self.timeout,
-                "storage_conn_id": self.storage_conn_id,
-                "poll_interval": self.poll_interval,
-                "started": self.started,
-            },
-        )
+    def own_kwargs(self) -> dict[str, Any]:
+        return {"trigger_id": self.trigger_id, "timeout": self.timeout, "started": self.started}
 
-    async def run(self) -> AsyncIterator[TriggerEvent]:
-        try:
-            storage = await CheckpointStorageHook.astorage(self.storage_conn_id, self.checkpoint_root, self.job_name)
-            control = ControlChannel(storage)
-            while True:
-                answer = await asyncio.to_thread(control.response, self.trigger_id)
-                if answer is not None and answer.get("status") in TERMINAL_STATUSES:
-                    yield TriggerEvent(answer)
-                    return
-                if time.time() - self.started > self.timeout:
-                    yield TriggerEvent({"status": "timeout", "last_answer": answer})
-                    return
-                await asyncio.sleep(self.poll_interval)
-        except Exception as exc:  # the operator turns this into a clear task failure
-            yield TriggerEvent({"status": "error", "reason": f"{type(exc).__name__}: {exc}"})
+    def poll_once(self, storage: CheckpointStorage) -> list[dict[str, Any]]:
+        answer = ControlChannel(storage).response(self.trigger_id)
+        if answer is not None and answer.get("status") in TERMINAL_STATUSES:
+            return [answer]
+        if time.time() - self.started > self.timeout:
+            return [{"status": "timeout", "last_answer": answer}]
+        return []

@@ -1,0 +1,196 @@
+"""What the benchmarks' JSON files say: their figures, what follows from them, and each goal's verdict.
+
+Everything here reads ``benchmarks/*.json`` and computes (rates, ratios, dollars, verdicts); nothing formats.
+``benchmarks.report`` renders it as the README's tables. A goal is met only when every measured case meets it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "benchmarks"
+
+# S3 Standard, us-east-1, published prices per 1,000 requests (deletes are free).
+S3_PRICE_PER_1000 = {"LIST": 0.005, "PUT": 0.005, "COPY": 0.005, "GET": 0.0004, "HEAD": 0.0004}
+CHECKPOINTS_PER_DAY = 8640  # at the default 10 s interval
+
+OVERHEAD_GOAL_PERCENT = 5.0
+BYTES_GOAL_RATIO = 1.5
+RESTORE_GOAL_RATIO = 1.1
+IDLE_GOAL_PER_DAY = 20_000
+ANSWER_GOAL_SECONDS = 10.0
+BATCH_PATH_GOAL_MS = 50
+POKE_GOAL_REQUESTS = 2
+AGE_GROWTH_ALLOWED = 1.15  # room for the one listing of the job folder, a page per 1,000 files
+
+
+def load(name: str) -> dict[str, Any]:
+    """One benchmark's JSON under ``benchmarks/``."""
+    return json.loads((RESULTS / name).read_text())
+
+
+def _git(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, timeout=30)
+
+
+def runtime_changed_since(commit: str | None) -> str | None:
+    """The last commit to change ``runtime/`` if it is not in ``commit``'s history (the figures measured at
+    ``commit`` may no longer hold), else None."""
+    if not commit:
+        return None
+    last = _git("log", "-1", "--format=%h", "--", "runtime/").stdout.strip()
+    if not last or _git("merge-base", "--is-ancestor", last, commit).returncode == 0:
+        return None
+    return last
+
+
+# --- derived figures ----------------------------------------------------------------------------------
+
+
+def dollars(counts: dict[str, float]) -> float:
+    """What requests counted by kind cost at S3 Standard's published prices."""
+    return sum(S3_PRICE_PER_1000.get(kind, 0.0) * count / 1000 for kind, count in counts.items() if kind != "total")
+
+
+def rounded(counts: dict[str, float]) -> dict[str, int]:
+    return {kind: round(value) for kind, value in counts.items()}
+
+
+@dataclass(frozen=True)
+class RunningCost:
+    """What a running job costs on S3 (from ``request_cost.json``'s ``running_job``)."""
+
+    idle_per_day: dict[str, float]  # the idle job's requests by kind, scaled to a day
+    dollars_per_day: float  # idle, with its Airflow task's kill watch
+    dollars_per_checkpoint: float | None  # the older job's checkpoint, where measured by age
+    dollars_per_month_checkpointing: float | None  # idle cost plus a checkpoint every 10 s, for 30 days
+
+
+def running_cost(job: dict[str, Any]) -> RunningCost:
+    idle = job["idle"]
+    per_day = {k: v * 86400 / idle["seconds"] for k, v in idle["requests"].items()}
+    money = dollars(per_day) + dollars({"GET": idle["job_task_kill_watch_per_day"]})
+    aged = list(job.get("checkpoint_by_age", {}).values())
+    if not aged:
+        return RunningCost(per_day, money, None, None)
+    per_checkpoint = dollars(aged[-1]["per_checkpoint_by_kind"])
+    return RunningCost(per_day, money, per_checkpoint, money * 30 + per_checkpoint * CHECKPOINTS_PER_DAY * 30)
+
+
+def restore_ratio(size: dict[str, Any]) -> float:
+    """Ours over plain Spark's restart time, the ratio of the medians."""
+    return size["restore_ours_seconds"] / size["restore_plain_seconds"]
+
+
+def restore_ratios(size: dict[str, Any]) -> list[float]:
+    """Ours over plain Spark's restart time, restart by restart."""
+    return [s["restore_ours_seconds"] / s["restore_plain_seconds"] for s in size["samples"]]
+
+
+def bytes_ratio(size: dict[str, Any]) -> float:
+    """Bytes written over what Spark itself wrote, as the bytes goal judges them.
+
+    Over the job's whole life (the build and every restart) and over the restarts alone, the worse of the two:
+    either window ends where one side has written a snapshot of a partition (a quarter of the state) that the
+    other writes or stores a restart later. Older results have only the restarts, or one restart.
+    """
+    return (
+        max(size.get("written_to_native_life_ratio", 0), size.get("written_to_native_sequence_ratio", 0))
+        or size["written_to_native_ratio_max"]
+    )
+
+
+def retention_runs_by_files(data: dict[str, Any]) -> list[tuple[int, list[dict[str, Any]]]]:
+    """``retention_scale.json``'s runs grouped by files per checkpoint, fewest first."""
+    by_files: dict[int, list[dict[str, Any]]] = {}
+    for run in data["runs"]:
+        by_files.setdefault(run["files_per_checkpoint"], []).append(run)
+    return sorted(by_files.items())
+
+
+def retention_met(runs: list[dict[str, Any]], goal_seconds: float) -> bool:
+    """Every run's retention under the goal."""
+    return all(r["total_seconds"] < goal_seconds for r in runs)
+
+
+def without_deletes(by_kind: dict[str, float]) -> float:
+    return round(sum(v for kind, v in by_kind.items() if kind not in ("DELETE", "DELETE_BATCH", "total")), 1)
+
+
+# --- the goals ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Goal:
+    """One goal judged from the JSON files: ``met`` is None for a figure reported without a goal; ``figures``
+    are what it was judged on."""
+
+    name: str
+    met: bool | None
+    figures: dict[str, Any]
+
+
+def judge_goals() -> list[Goal]:
+    """Every goal, in the README's order, each met only when every measured case meets it."""
+    run = load("results.json")
+    # State size cases as (store, size): local disk with HDFS-backed state, then RocksDB.
+    stores = [("hdfs", s) for s in load("state_size.json")["sizes"]]
+    stores += [("rocksdb", s) for s in load("state_size_rocksdb.json")["sizes"]]
+    request_cost = load("request_cost.json")
+    cost = request_cost["running_job"]
+    retention = load("retention_scale.json")
+    cases = run["continuous"]
+    goals = []
+
+    over = {name: r["overhead_percent"] for name, r in cases.items()}
+    goals.append(Goal("overhead", all(v <= OVERHEAD_GOAL_PERCENT for v in over.values()), {"overhead": over}))
+    goals.append(Goal("bytes", all(bytes_ratio(s) <= BYTES_GOAL_RATIO for _, s in stores), {"sizes": stores}))
+    added = {name: r["ours_batch_ms_p95"] - r["plain_batch_ms_p95"] for name, r in cases.items()}
+    capture = max(s["capture_ms"] for _, s in stores)
+    goals.append(
+        Goal(
+            "batch_path",
+            all(v < BATCH_PATH_GOAL_MS for v in added.values()),
+            {"added_ms": added, "capture_ms": capture},
+        )
+    )
+    restore = [(store, s, restore_ratio(s)) for store, s in stores]
+    goals.append(Goal("restore", all(r <= RESTORE_GOAL_RATIO for *_, r in restore), {"restore": restore}))
+    on_s3 = [(s, restore_ratio(s)) for s in load("state_size_s3.json")["sizes"]]
+    goals.append(Goal("restore_s3", None, {"restore": on_s3}))
+    idle, answered = cost["idle"]["per_day_with_job_task"], cost["answered_seconds"]
+    goals.append(
+        Goal(
+            "idle",
+            idle <= IDLE_GOAL_PER_DAY and all(v <= ANSWER_GOAL_SECONDS for v in answered.values()),
+            {"per_day": idle, "answered_seconds": answered},
+        )
+    )
+    poke = request_cost["storage"]["sensor poke, nothing new"]
+    goals.append(Goal("sensor_poke", poke["total"] <= POKE_GOAL_REQUESTS, {"requests": poke}))
+    aged = list(cost.get("checkpoint_by_age", {}).values())
+    if aged:
+        # Deletes left out on both sides: the older job subsumes a checkpoint each time, the young one (fewer
+        # than its 100 retained) none; that is one constant request, not growth.
+        young, old = (without_deletes(a["per_checkpoint_by_kind"]) for a in (aged[0], aged[-1]))
+        goals.append(
+            Goal(
+                "checkpoint_by_age",
+                old <= young * AGE_GROWTH_ALLOWED,
+                {"young": young, "old": old, "first": aged[0], "last": aged[-1]},
+            )
+        )
+    goal_seconds = retention["goal_seconds"]
+    goals.append(
+        Goal(
+            "retention",
+            retention_met(retention["runs"], goal_seconds),
+            {"goal_seconds": goal_seconds, "slowest": max(r["total_seconds"] for r in retention["runs"])},
+        )
+    )
+    return goals
