@@ -139,7 +139,7 @@ class CheckpointCoordinator:
         self.failures = FailureManager(config.tolerable_failures)
         self.declines = 0  # consecutive captures that raced Spark's maintenance
         self.latest: CheckpointMetadata | None = None
-        self.covered_batch = -1  # the newest batch a completed checkpoint of this run covers
+        self.covered_batch = -1  # the newest batch a completed checkpoint (not a savepoint) of this run covers
         self.completed: list[int] = []
         self._next_id = next_id
         self._pending: PendingCheckpoint | None = None
@@ -180,8 +180,21 @@ class CheckpointCoordinator:
         return self.snapshot_now(SnapshotRequest(batch_id), timeout)
 
     def savepoint_now(self, batch_id: int, target: SnapshotTarget, timeout: float | None = None) -> SnapshotRequest:
-        """Take a savepoint of ``batch_id`` into ``target`` and wait; the returned request says how it went."""
+        """Take a savepoint of ``batch_id`` into ``target`` and wait; the returned request says how it went.
+
+        A checkpoint of the same batch comes first, and it publishes the output staged up to the batch. So a
+        savepoint publishes nothing itself, and "latest" always covers what any savepoint covers. Were the
+        savepoint to publish, a restore from an older checkpoint would set that output aside and publish
+        it again, and a downstream reader would count it twice.
+        """
         request = SnapshotRequest(batch_id, target)
+        if self.checkpoint_now(batch_id, timeout) is None or self.covered_batch < batch_id:
+            with self._changed:
+                request.reason = (
+                    f"the checkpoint of batch {batch_id} before it did not complete ({self._fatal or 'it failed'})"
+                )
+                request.done.set()
+            return request
         self.snapshot_now(request, timeout)
         return request
 
@@ -364,7 +377,7 @@ class CheckpointCoordinator:
             if target.subsumes:
                 self.latest = meta
                 self.completed.append(meta.id)
-            self.covered_batch = max(self.covered_batch, meta.batch_id)
+                self.covered_batch = max(self.covered_batch, meta.batch_id)
             self._changed.notify_all()
         if pending.request is not None:
             # The snapshot is durable either way (a restore from it publishes what it names), but whoever waits
