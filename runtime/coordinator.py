@@ -27,7 +27,7 @@ from spark_checkpoint_runtime.durations import format_bytes, format_duration
 from spark_checkpoint_runtime.errors import LeaseLost
 from spark_checkpoint_runtime.layout import (
     CheckpointMetadata,
-    CheckpointStorage,
+    JobFolder,
     Lineage,
     SavepointFolder,
     StagedOutput,
@@ -143,7 +143,7 @@ class CheckpointCoordinator:
 
     def __init__(
         self,
-        storage: CheckpointStorage,
+        storage: JobFolder,
         working: WorkingCopy,
         config: CheckpointConfig,
         *,
@@ -353,7 +353,7 @@ class CheckpointCoordinator:
             self.fence.confirm(f"writing {pending.kind} {pending.id}")
             if savepoint is None:
                 faults.reach("before-metadata")
-                self.storage.write_checkpoint_metadata(meta)
+                self.storage.checkpoints.write_metadata(meta)
             else:
                 savepoint.write_metadata(meta)
             self._fence_written(pending)
@@ -365,7 +365,7 @@ class CheckpointCoordinator:
             if savepoint is not None:
                 savepoint.discard()
             else:
-                self.storage.withdraw_checkpoint_metadata(pending.id, self.run_id)
+                self.storage.checkpoints.withdraw_metadata(pending.id, self.run_id)
             self._set_fatal(str(exc))
             if pending.request is not None:
                 self._resolve(pending.request, None, str(exc))
@@ -485,7 +485,7 @@ class CheckpointCoordinator:
             if pending.kind == "savepoint":
                 pending.request.savepoint.discard()
             else:
-                self.storage.discard_own_checkpoint(pending.id, self.run_id)
+                self.storage.checkpoints.discard_own(pending.id, self.run_id)
         except Exception:  # leftovers have no _metadata: never mistaken for a snapshot; retention removes them
             log.warning("could not clean up failed %s %d", pending.kind, pending.id, exc_info=True)
         self.working.release(f"chk-{pending.id}")

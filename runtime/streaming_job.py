@@ -30,9 +30,9 @@ from spark_checkpoint_runtime.fingerprint import SNAPSHOTTABLE_PROVIDERS, plan_f
 from spark_checkpoint_runtime.layout import (
     CheckpointFormatError,
     CheckpointMetadata,
-    CheckpointStorage,
     ControlChannel,
     ControlRequest,
+    JobFolder,
     LeaseFiles,
     Lineage,
     SavepointFolder,
@@ -199,7 +199,7 @@ class StreamingJob:
     def run(self) -> dict[str, Any]:
         """Run the job; with ``--run-key`` the outcome is also written to ``_control/runs/<key>.json``."""
         opts = self.options
-        storage = CheckpointStorage(opts.checkpoint_root, opts.job_name, opts.storage_options)
+        storage = JobFolder(opts.checkpoint_root, opts.job_name, opts.storage_options)
         try:
             if not opts.run_key:
                 return self._run(storage)
@@ -214,7 +214,7 @@ class StreamingJob:
         finally:
             self.graceful.uninstall()
 
-    def _run(self, storage: CheckpointStorage) -> dict[str, Any]:
+    def _run(self, storage: JobFolder) -> dict[str, Any]:
         opts = self.options
         storage.check_exclusive_create()  # before anything else: a store that cannot is refused untouched
         lease = JobLease(storage, self.run_id, opts.run_key, opts.lease_timeout)
@@ -261,7 +261,7 @@ class StreamingJob:
 
     def _run_holding(
         self,
-        storage: CheckpointStorage,
+        storage: JobFolder,
         lease: JobLease,
         spark: Any,
         df: Any,
@@ -327,7 +327,7 @@ class StreamingJob:
         working.remove()
         return self._result(storage, point, coordinator, final, outcome)
 
-    def _externalized_retention(self, storage: CheckpointStorage, lease: JobLease, outcome: str) -> None:
+    def _externalized_retention(self, storage: JobFolder, lease: JobLease, outcome: str) -> None:
         """Flink's externalized-checkpoint policy, only while this run still holds the job (it deletes)."""
         if not externalized_retention_discards(self.options.externalized_retention, outcome):
             return
@@ -352,7 +352,7 @@ class StreamingJob:
             point.url,
         )
 
-    def _check_fresh_start(self, storage: CheckpointStorage, sink: Sink) -> None:
+    def _check_fresh_start(self, storage: JobFolder, sink: Sink) -> None:
         """Refuse to start from empty state into published output unless ``--existing-output`` says what to do."""
         published = highest_published_id(sink)
         if published and self.options.existing_output == "fail":
@@ -594,7 +594,7 @@ class StreamingJob:
                 continue
             try:
                 self._check_savepoint_target(coordinator.storage, request.target_directory)
-                folder = coordinator.storage.default_savepoint_folder(request.trigger_id, request.target_directory)
+                folder = coordinator.storage.savepoints.folder_for(request.trigger_id, request.target_directory)
             except CheckpointFormatError as exc:
                 control.respond(request.trigger_id, {"status": "rejected", "reason": str(exc)})
                 continue
@@ -638,10 +638,10 @@ class StreamingJob:
         self.savepoint_url = folder.url
         return outcome.result
 
-    def _check_savepoint_target(self, storage: CheckpointStorage, target: str | None) -> None:
+    def _check_savepoint_target(self, storage: JobFolder, target: str | None) -> None:
         """A savepoint may go under the job's checkpoint root or a ``--savepoint-targets`` prefix, nowhere else."""
         prefixes = [t.strip() for t in self.options.savepoint_targets.split(",") if t.strip()]
-        storage.check_savepoint_target(target, prefixes)
+        storage.savepoints.check_target(target, prefixes)
 
     def _savepoint_and_stop(
         self, control: ControlChannel, coordinator: CheckpointCoordinator, working: WorkingCopy
@@ -695,7 +695,7 @@ class StreamingJob:
 
     def _result(
         self,
-        storage: CheckpointStorage,
+        storage: JobFolder,
         point: RestorePoint | None,
         coordinator: CheckpointCoordinator,
         final: CheckpointMetadata | None,
@@ -708,7 +708,7 @@ class StreamingJob:
             "run_id": self.run_id,
             "status": outcome,
             "checkpoint_id": latest.id if latest else None,
-            "checkpoint_path": storage.url_of(storage.checkpoint_path(latest.id)) if latest else None,
+            "checkpoint_path": storage.url_of(storage.checkpoints.path(latest.id)) if latest else None,
             "checkpoint_kind": latest.kind if latest else None,
             "batch_id": latest.batch_id if latest else None,
             "restored_from": point.describe() if point else None,

@@ -14,8 +14,8 @@ from airflow_checkpoint_provider.durations import Duration, to_seconds
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
 from spark_checkpoint_runtime.durations import format_duration
 from spark_checkpoint_runtime.layout import (
-    CheckpointStorage,
     ControlChannel,
+    JobFolder,
     LeaseFiles,
     LeaseListing,
     find_completed_checkpoint,
@@ -33,7 +33,7 @@ class RunHealth:
     details: dict[str, Any] = field(default_factory=dict)
 
 
-def how_run_ended(storage: CheckpointStorage, listing: LeaseListing, epoch: int, run_key: str | None) -> str | None:
+def how_run_ended(storage: JobFolder, listing: LeaseListing, epoch: int, run_key: str | None) -> str | None:
     """How the run holding lease ``epoch`` ended, or None while it holds the job: ``taken over`` (a newer
     epoch exists), the status of its run report, or ``released the job``."""
     if listing.latest > epoch:
@@ -62,7 +62,7 @@ def first_run_since(lease: LeaseFiles, listing: LeaseListing, started_after_ms: 
 
 
 def judge_running_job(
-    storage: CheckpointStorage,
+    storage: JobFolder,
     started_after_ms: int,
     window_s: float,
     now_s: float,
