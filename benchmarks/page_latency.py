@@ -31,8 +31,8 @@ sys.path.insert(0, str(REPO))
 from examples.local_airflow import LocalAirflow  # noqa: E402
 from spark_checkpoint_runtime.layout import (  # noqa: E402
     CheckpointMetadata,
-    CheckpointStorage,
     FileEntry,
+    JobFolder,
     now_ms,
 )
 
@@ -40,14 +40,14 @@ OTHER_PAGE = "/api/v2/dags"
 JOB_PAGE = "/checkpoints/jobs/0/big"
 
 
-def write_checkpoints(storage: CheckpointStorage, count: int) -> None:
+def write_checkpoints(storage: JobFolder, count: int) -> None:
     """``count`` small complete checkpoints, each owning one file."""
     for checkpoint_id in range(1, count + 1):
-        relative = storage.checkpoint_relative_file(checkpoint_id, "commits/0")
+        relative = storage.checkpoints.relative_file(checkpoint_id, "commits/0")
         path = storage.job_file(relative)
         storage.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
         storage.fs.pipe_file(path, b"v1\n{}")
-        storage.write_checkpoint_metadata(
+        storage.checkpoints.write_metadata(
             CheckpointMetadata(
                 id=checkpoint_id,
                 kind="checkpoint",
@@ -85,7 +85,7 @@ def measure(checkpoints: int, requests: int, workers: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="page-latency-") as folder:
         home, root = Path(folder) / "airflow-home", Path(folder) / "root"
         started = time.perf_counter()
-        write_checkpoints(CheckpointStorage(str(root), "big"), checkpoints)
+        write_checkpoints(JobFolder(str(root), "big"), checkpoints)
         print(f"wrote {checkpoints} checkpoints in {time.perf_counter() - started:.1f} s", flush=True)
         settings = {"AIRFLOW__CHECKPOINT_PROVIDER__ROOTS": str(root), "AIRFLOW__API__WORKERS": str(workers)}
         airflow = LocalAirflow(home, REPO / "dags", settings)

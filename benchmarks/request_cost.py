@@ -38,24 +38,24 @@ from benchmarks.s3_requests import CountingS3Server  # noqa: E402
 from examples.landing import Landing  # noqa: E402
 from spark_checkpoint_runtime.layout import (  # noqa: E402
     CheckpointMetadata,
-    CheckpointStorage,
     ControlChannel,
     FileEntry,
+    JobFolder,
     find_completed_checkpoint,
     now_ms,
 )
 from spark_checkpoint_runtime.retention import apply_job_retention, plan_job_retention  # noqa: E402
 
 
-def write_checkpoint(storage: CheckpointStorage, checkpoint_id: int) -> None:
+def write_checkpoint(storage: JobFolder, checkpoint_id: int) -> None:
     """A small complete checkpoint: one owned file and one shared state file of its own."""
-    owned = storage.checkpoint_relative_file(checkpoint_id, "commits/0")
-    shared = storage.shared_relative_file("r1", f"state/0/0/{checkpoint_id}.delta")
+    owned = storage.checkpoints.relative_file(checkpoint_id, "commits/0")
+    shared = storage.checkpoints.shared_relative_file("r1", f"state/0/0/{checkpoint_id}.delta")
     for relative, data in ((owned, b"v1\n{}"), (shared, b"s" * 64)):
         storage.fs.pipe_file(storage.job_file(relative), data)
     stamp = now_ms()
     files = [FileEntry(owned, "commits/0", 5, False), FileEntry(shared, f"state/0/0/{checkpoint_id}.delta", 64, True)]
-    storage.write_checkpoint_metadata(
+    storage.checkpoints.write_metadata(
         CheckpointMetadata(
             checkpoint_id,
             "checkpoint",
@@ -73,11 +73,11 @@ def write_checkpoint(storage: CheckpointStorage, checkpoint_id: int) -> None:
 
 
 def storage_operations(server: CountingS3Server, checkpoints: int, shared_files: int) -> dict[str, dict[str, int]]:
-    storage = CheckpointStorage(f"s3://{server.bucket}/storage-ops", "orders", server.options)
+    storage = JobFolder(f"s3://{server.bucket}/storage-ops", "orders", server.options)
     for checkpoint_id in range(1, checkpoints + 1):
         write_checkpoint(storage, checkpoint_id)
     for n in range(shared_files):
-        storage.fs.pipe_file(storage.job_file(storage.shared_relative_file("old-run", f"f{n}")), b"x")
+        storage.fs.pipe_file(storage.job_file(storage.checkpoints.shared_relative_file("old-run", f"f{n}")), b"x")
     measured = {}
 
     def count(name: str, operation) -> None:
@@ -87,7 +87,7 @@ def storage_operations(server: CountingS3Server, checkpoints: int, shared_files:
 
     count("sensor poke, nothing new", lambda: find_completed_checkpoint(storage, newer_than=checkpoints))
     count("sensor poke, a new checkpoint", lambda: find_completed_checkpoint(storage, newer_than=checkpoints - 1))
-    count("restore: resolve latest", storage.latest_valid_checkpoint)
+    count("restore: resolve latest", storage.checkpoints.latest_valid)
     count(
         f"retention run ({checkpoints} checkpoints, keep 3)",
         lambda: apply_job_retention(
@@ -103,7 +103,7 @@ class RunningJob:
     def __init__(self, server: CountingS3Server, folder: Path, name: str, *options: str):
         root = f"s3://{server.bucket}/{name}"
         # Watching the job (newest checkpoint, answers) is the benchmark's cost, not the job's: not counted.
-        self.storage = CheckpointStorage(root, "counts", server.uncounted_options)
+        self.storage = JobFolder(root, "counts", server.uncounted_options)
         self.landing = Landing(folder / "landing")
         self.landing.add_files(2)
         self.log_path = folder / "job.log"
@@ -121,7 +121,7 @@ class RunningJob:
         self.process = subprocess.Popen(command, cwd=REPO, env=env, stdout=self._log, stderr=subprocess.STDOUT)
 
     def newest(self) -> int:
-        return max((m.id for m in self.storage.completed_checkpoints()), default=0)
+        return max((m.id for m in self.storage.checkpoints.completed()), default=0)
 
     def wait(self, condition, timeout: float, what: str) -> None:
         deadline = time.monotonic() + timeout
@@ -163,7 +163,7 @@ def _checkpoints_while_fed(
     seen: set[int] = set()
 
     def look() -> int:
-        completed = {m.id for m in job.storage.completed_checkpoints() if m.kind == "checkpoint" and m.id > before}
+        completed = {m.id for m in job.storage.checkpoints.completed() if m.kind == "checkpoint" and m.id > before}
         seen.update(completed)
         return max(seen, default=before)
 
@@ -188,7 +188,7 @@ def _checkpoints_while_fed(
     return {
         "checkpoints": made,
         "first_id": before + 1,
-        "retained": len(job.storage.checkpoint_ids()),
+        "retained": len(job.storage.checkpoints.ids()),
         "seconds": round(elapsed, 1),
         "requests": busy,
         "per_checkpoint": round(net["total"], 1),

@@ -28,8 +28,8 @@ sys.path.insert(0, str(REPO))
 from benchmarks.provenance import write_result  # noqa: E402
 from spark_checkpoint_runtime.layout import (  # noqa: E402
     CheckpointMetadata,
-    CheckpointStorage,
     FileEntry,
+    JobFolder,
     now_ms,
     store,  # noqa: E402
     write_metadata_atomically,
@@ -40,7 +40,7 @@ LIST_METHODS = ("ls", "find", "glob", "walk")
 GOAL_SECONDS = 10.0
 
 
-def populate(storage: CheckpointStorage, checkpoints: int, savepoints: int, files: int) -> CheckpointStorage:
+def populate(storage: JobFolder, checkpoints: int, savepoints: int, files: int) -> JobFolder:
     """Checkpoints that each own ``files`` small files and share one state file, plus savepoints."""
     fs, made = storage.fs, set()
 
@@ -54,7 +54,7 @@ def populate(storage: CheckpointStorage, checkpoints: int, savepoints: int, file
     put(storage.job_file("shared/r1/state.delta"), b"s" * 64)
     stamp = now_ms()
     for checkpoint_id in range(1, checkpoints + 1):
-        folder = storage.checkpoint_path(checkpoint_id)
+        folder = storage.checkpoints.path(checkpoint_id)
         entries = [FileEntry("shared/r1/state.delta", "state/0/0/1.delta", 64, True)]
         for n in range(files):
             put(posixpath.join(folder, f"f{n}"), b"x" * 16)
@@ -74,7 +74,7 @@ def populate(storage: CheckpointStorage, checkpoints: int, savepoints: int, file
         )
         write_metadata_atomically(fs, folder, meta)
     for n in range(savepoints):
-        folder = storage.savepoint_path(f"savepoint-{n}")
+        folder = storage.savepoints.path(f"savepoint-{n}")
         put(posixpath.join(folder, "offsets"), b"o")
         meta = CheckpointMetadata(
             checkpoints + n + 1,
@@ -94,7 +94,7 @@ def populate(storage: CheckpointStorage, checkpoints: int, savepoints: int, file
 
 
 @contextmanager
-def count_list_calls(storage: CheckpointStorage) -> Iterator[dict[str, int]]:
+def count_list_calls(storage: JobFolder) -> Iterator[dict[str, int]]:
     """Count the list calls retention makes on this filesystem instance, and its local recursive listings.
 
     Only outermost calls count: a local ``find`` (or the runtime's own local listing, ``local_files``)
@@ -131,7 +131,7 @@ def count_list_calls(storage: CheckpointStorage) -> Iterator[dict[str, int]]:
 def measure(checkpoints: int, savepoints: int, files: int) -> dict[str, Any]:
     """One retention run over a fresh local job: times, outermost list calls, what it deleted."""
     with tempfile.TemporaryDirectory(prefix="retention-scale-") as base:
-        storage = populate(CheckpointStorage(base, "scale"), checkpoints, savepoints, files)
+        storage = populate(JobFolder(base, "scale"), checkpoints, savepoints, files)
         with count_list_calls(storage) as counts:
             started = time.perf_counter()
             plan = plan_job_retention(
@@ -160,7 +160,7 @@ def measure_s3(checkpoints: int, savepoints: int, files: int) -> dict[str, Any]:
 
     server = CountingS3Server().start()
     try:
-        storage = CheckpointStorage(f"s3://{server.bucket}/scale", "scale", server.options)
+        storage = JobFolder(f"s3://{server.bucket}/scale", "scale", server.options)
         populate(storage, checkpoints, savepoints, files)
         server.reset()
         started = time.perf_counter()

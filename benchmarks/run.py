@@ -141,7 +141,7 @@ def run_ours(
 
     ``num_retained`` overrides the default retention (3), for a caller that reads every checkpoint afterwards.
     """
-    from spark_checkpoint_runtime.layout import CheckpointStorage
+    from spark_checkpoint_runtime.layout import JobFolder
     from spark_checkpoint_runtime.options import options_from_mapping
     from spark_checkpoint_runtime.run import StreamingJob
 
@@ -166,7 +166,7 @@ def run_ours(
     started, started_at = time.perf_counter(), time.time()
     result = StreamingJob(options, spark).run()
     elapsed, ended_at = time.perf_counter() - started, time.time()
-    completed = CheckpointStorage(root, "bench", storage_options).completed_checkpoints()
+    completed = JobFolder(root, "bench", storage_options).checkpoints.completed()
     metas = sorted((json.loads(m.to_json()) for m in completed), key=lambda m: m["id"])
     return {
         "seconds": elapsed,

@@ -33,7 +33,7 @@ from benchmarks.provenance import write_result
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from spark_checkpoint_runtime.layout import CheckpointMetadata, CheckpointStorage, FileEntry, now_ms  # noqa: E402
+from spark_checkpoint_runtime.layout import CheckpointMetadata, FileEntry, JobFolder, now_ms  # noqa: E402
 
 JOB = "latency"
 DAG_FILE = """
@@ -56,9 +56,9 @@ for deferrable in (False, True):
 """
 
 
-def write_checkpoint(storage: CheckpointStorage, checkpoint_id: int) -> float:
+def write_checkpoint(storage: JobFolder, checkpoint_id: int) -> float:
     """A complete small checkpoint through the format module; returns when its ``_metadata`` landed."""
-    relative = storage.checkpoint_relative_file(checkpoint_id, "commits/0")
+    relative = storage.checkpoints.relative_file(checkpoint_id, "commits/0")
     path = storage.job_file(relative)
     storage.fs.makedirs(os.path.dirname(path), exist_ok=True)
     storage.fs.pipe_file(path, b"v1\n{}")
@@ -76,7 +76,7 @@ def write_checkpoint(storage: CheckpointStorage, checkpoint_id: int) -> float:
         state_bytes=0,
         bytes_written=5,
     )
-    storage.write_checkpoint_metadata(meta)
+    storage.checkpoints.write_metadata(meta)
     return time.time()
 
 
@@ -138,7 +138,7 @@ def _measure(home: Path, samples: int, poke_interval: float | None, rng: random.
     }
     airflow = str(Path(sys.executable).parent / "airflow")
     subprocess.run([airflow, "db", "migrate"], env=env, check=True, capture_output=True, timeout=600)
-    storage = CheckpointStorage(str(root), JOB)
+    storage = JobFolder(str(root), JOB)
     interval = poke_interval if poke_interval is not None else 60.0
     results: dict[str, Any] = {"poke_interval_seconds": interval, "samples": samples}
     next_id = 1

@@ -26,9 +26,9 @@ from spark_checkpoint_runtime.errors import EXIT_BAD_INPUT, EXIT_JOB_FAILED, EXI
 from spark_checkpoint_runtime.layout import (
     TERMINAL_STATUSES,
     CheckpointFormatError,
-    CheckpointStorage,
     ControlChannel,
     DamagedCheckpoint,
+    JobFolder,
 )
 from spark_checkpoint_runtime.options import OptionsError, load_spec
 from spark_checkpoint_runtime.state_files.operators import describe_operators
@@ -65,7 +65,7 @@ def main(argv: list[str]) -> int:
     try:
         args = _parser(command).parse_args(rest)
         options = (load_spec(args.spec).get("storage_options") or {}) if args.spec else {}
-        storage = CheckpointStorage(args.checkpoint_root, args.job_name, options)
+        storage = JobFolder(args.checkpoint_root, args.job_name, options)
         if command == "savepoint":
             return savepoint(storage, args)
         if command == "list":
@@ -76,7 +76,7 @@ def main(argv: list[str]) -> int:
         return EXIT_BAD_INPUT
 
 
-def savepoint(storage: CheckpointStorage, args: argparse.Namespace) -> int:
+def savepoint(storage: JobFolder, args: argparse.Namespace) -> int:
     control = ControlChannel(storage)
     trigger_id = args.trigger_id or f"sp-{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
     timeout = parse_duration(args.timeout, name="--timeout")
@@ -104,26 +104,26 @@ def savepoint(storage: CheckpointStorage, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _snapshots(storage: CheckpointStorage) -> tuple[list[dict[str, Any]], int]:
+def _snapshots(storage: JobFolder) -> tuple[list[dict[str, Any]], int]:
     rows, incomplete = [], 0
-    for checkpoint_id in storage.checkpoint_ids():
+    for checkpoint_id in storage.checkpoints.ids():
         try:
-            meta = storage.read_checkpoint(checkpoint_id)
+            meta = storage.checkpoints.read(checkpoint_id)
         except DamagedCheckpoint:
             incomplete += 1
             continue
-        rows.append({**meta.summary(), "path": storage.url_of(storage.checkpoint_path(checkpoint_id))})
-    for name in storage.savepoint_names():
+        rows.append({**meta.summary(), "path": storage.url_of(storage.checkpoints.path(checkpoint_id))})
+    for name in storage.savepoints.names():
         try:
-            meta = storage.read_savepoint(name)
+            meta = storage.savepoints.read(name)
         except (DamagedCheckpoint, ValueError):
             continue
-        rows.append({**meta.summary(), "path": storage.url_of(storage.savepoint_path(name))})
+        rows.append({**meta.summary(), "path": storage.url_of(storage.savepoints.path(name))})
     rows.sort(key=lambda r: r["checkpoint_id"])
     return rows, incomplete
 
 
-def list_snapshots(storage: CheckpointStorage, *, as_json: bool) -> int:
+def list_snapshots(storage: JobFolder, *, as_json: bool) -> int:
     rows, incomplete = _snapshots(storage)
     if as_json:
         print(json.dumps(rows, indent=1))
@@ -148,12 +148,12 @@ def list_snapshots(storage: CheckpointStorage, *, as_json: bool) -> int:
     return EXIT_OK
 
 
-def inspect(storage: CheckpointStorage, checkpoint_id: int | None, savepoint_name: str | None) -> int:
+def inspect(storage: JobFolder, checkpoint_id: int | None, savepoint_name: str | None) -> int:
     if checkpoint_id is not None or savepoint_name is not None:
         meta = (
-            storage.read_checkpoint(checkpoint_id)
+            storage.checkpoints.read(checkpoint_id)
             if checkpoint_id is not None
-            else storage.read_savepoint(savepoint_name)
+            else storage.savepoints.read(savepoint_name)
         )
         print(json.dumps({**json.loads(meta.to_json()), "state_operators": _operators(meta)}, indent=1))
         return EXIT_OK
@@ -165,7 +165,7 @@ def _operators(meta: Any) -> list[dict[str, Any]]:
     return describe_operators(meta.files, meta.fingerprint or {})
 
 
-def inspect_job(storage: CheckpointStorage) -> dict[str, Any]:
+def inspect_job(storage: JobFolder) -> dict[str, Any]:
     """Counts, latest checkpoint and savepoint (with its stateful operators), duration summary, history."""
     rows, incomplete = _snapshots(storage)
     checkpoints = [r for r in rows if r["kind"] == "checkpoint"]
@@ -179,7 +179,7 @@ def inspect_job(storage: CheckpointStorage) -> dict[str, Any]:
         },
         "latest": {
             "checkpoint": checkpoints[-1] if checkpoints else None,
-            "operators": _operators(storage.read_checkpoint(checkpoints[-1]["checkpoint_id"])) if checkpoints else [],
+            "operators": _operators(storage.checkpoints.read(checkpoints[-1]["checkpoint_id"])) if checkpoints else [],
             "savepoint": next((r for r in reversed(rows) if r["kind"] == "savepoint"), None),
         },
         "summary": {

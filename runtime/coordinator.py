@@ -27,7 +27,7 @@ from spark_checkpoint_runtime.durations import format_bytes, format_duration
 from spark_checkpoint_runtime.errors import LeaseLost
 from spark_checkpoint_runtime.layout import (
     CheckpointMetadata,
-    CheckpointStorage,
+    JobFolder,
     Lineage,
     StagedOutput,
     now_ms,
@@ -103,7 +103,7 @@ class CheckpointCoordinator:
 
     def __init__(
         self,
-        storage: CheckpointStorage,
+        storage: JobFolder,
         working: WorkingCopy,
         config: CheckpointConfig,
         *,

@@ -40,8 +40,8 @@ from typing import Any, Protocol
 from spark_checkpoint_runtime.errors import JobHeld, LeaseLost
 from spark_checkpoint_runtime.layout import (
     HEARTBEAT_SECONDS,
-    CheckpointStorage,
     ControlChannel,
+    JobFolder,
     LeaseFiles,
     LeaseListing,
     now_ms,
@@ -78,7 +78,7 @@ class JobLease:
 
     def __init__(
         self,
-        storage: CheckpointStorage,
+        storage: JobFolder,
         run_id: str,
         run_key: str | None,
         timeout: float,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spark_checkpoint_runtime.fingerprint import IncompatibleRestore, differences, pinned_conf_values
-from spark_checkpoint_runtime.layout import CheckpointMetadata, CheckpointStorage, ValidCheckpoint
+from spark_checkpoint_runtime.layout import CheckpointMetadata, JobFolder, ValidCheckpoint
 
 log = logging.getLogger(__name__)
 
@@ -43,11 +43,11 @@ class RestorePoint:
         }
 
 
-def resolve_restore_point(storage: CheckpointStorage, restore_from: str) -> RestorePoint | None:
+def resolve_restore_point(storage: JobFolder, restore_from: str) -> RestorePoint | None:
     """Resolve ``--restore-from`` to a validated snapshot, or None to start fresh."""
     choice = restore_from.strip()
     if choice == "none":
-        existing = storage.checkpoint_ids()
+        existing = storage.checkpoints.ids()
         if existing:
             log.warning(
                 "--restore-from none: starting fresh although %s has checkpoints up to chk-%d; "
@@ -57,7 +57,7 @@ def resolve_restore_point(storage: CheckpointStorage, restore_from: str) -> Rest
             )
         return None
     if choice == "latest":
-        found = storage.latest_valid_checkpoint()
+        found = storage.checkpoints.latest_valid()
         if found is None:
             log.info("no checkpoint under %s; starting fresh", storage.location)
             return None
@@ -68,7 +68,7 @@ def resolve_restore_point(storage: CheckpointStorage, restore_from: str) -> Rest
     return RestorePoint(found)
 
 
-def starts_new_branch(storage: CheckpointStorage, point: RestorePoint) -> bool:
+def starts_new_branch(storage: JobFolder, point: RestorePoint) -> bool:
     """Does restoring ``point`` leave a history behind (a rewind)?
 
     It does for every savepoint, and for a checkpoint when a newer one of the job has a ``_metadata``
@@ -78,7 +78,7 @@ def starts_new_branch(storage: CheckpointStorage, point: RestorePoint) -> bool:
     """
     if point.metadata.kind == "savepoint":
         return True
-    newest = storage.newest_metadata_id()
+    newest = storage.checkpoints.newest_metadata_id()
     return newest is not None and newest > point.metadata.id
 
 

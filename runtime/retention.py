@@ -17,8 +17,8 @@ from spark_checkpoint_runtime.layout import (
     SAVEPOINTS_DIR,
     SHARED_DIR,
     CheckpointMetadata,
-    CheckpointStorage,
     DamagedCheckpoint,
+    JobFolder,
     checkpoint_dir_name,
     missing_files,
     parse_checkpoint_dir_name,
@@ -106,7 +106,7 @@ class MetadataCache:
         self._known: dict[int, tuple[tuple[int, float | None], CheckpointMetadata | None]] = {}
 
     def read(
-        self, storage: CheckpointStorage, checkpoint_id: int, listed: tuple[int, float | None], *, fresh: bool = False
+        self, storage: JobFolder, checkpoint_id: int, listed: tuple[int, float | None], *, fresh: bool = False
     ) -> CheckpointMetadata | None:
         """The parsed ``_metadata`` of ``checkpoint_id`` (None if damaged), read only if not known as listed.
 
@@ -117,7 +117,7 @@ class MetadataCache:
         if not fresh and listed[1] is not None and known is not None and known[0] == listed:
             return known[1]
         try:
-            meta: CheckpointMetadata | None = storage.read_checkpoint(checkpoint_id)
+            meta: CheckpointMetadata | None = storage.checkpoints.read(checkpoint_id)
         except DamagedCheckpoint:
             meta = None
         self._known[checkpoint_id] = (listed, meta)
@@ -130,7 +130,7 @@ class MetadataCache:
 
 
 def subsume(
-    storage: CheckpointStorage, num_retained: int, completed_id: int, cache: MetadataCache | None = None
+    storage: JobFolder, num_retained: int, completed_id: int, cache: MetadataCache | None = None
 ) -> RetentionPlan:
     """After checkpoint ``completed_id`` completes: drop older checkpoints beyond ``num_retained`` valid ones.
 
@@ -143,7 +143,7 @@ def subsume(
     details = storage.files_with_details(storage.job_path)
     listing = {path: size for path, (size, _) in details.items()}
     checkpoints: dict[int, CheckpointMetadata | None] = {}
-    for checkpoint_id in storage.checkpoint_ids():
+    for checkpoint_id in storage.checkpoints.ids():
         listed = details.get(f"{checkpoint_dir_name(checkpoint_id)}/{METADATA_FILE}")
         # The checkpoint just completed, and anything newer, is always read: a run that lost the job may have
         # written that id before this one did (it withdraws it), and the two files can list alike.
@@ -159,13 +159,13 @@ def subsume(
     return plan
 
 
-def apply_plan(storage: CheckpointStorage, plan: RetentionPlan) -> None:
+def apply_plan(storage: JobFolder, plan: RetentionPlan) -> None:
     """Carry out a plan: checkpoints first (``_metadata`` before files), then unreferenced shared files."""
     for checkpoint_id in plan.delete_checkpoints:
-        storage.discard_checkpoint(checkpoint_id)
+        storage.checkpoints.discard([checkpoint_id])
         faults.reach("retention-delete")
     for relative in plan.delete_shared:
-        storage.delete_job_file(relative)
+        storage.delete_job_files([relative])
         faults.reach("retention-delete")
     if plan.delete_checkpoints or plan.delete_shared:
         log.info(
@@ -189,7 +189,7 @@ def externalized_retention_discards(policy: str, outcome: str) -> bool:
     return outcome in _DISCARD_ON.get(policy, set())
 
 
-def apply_externalized_retention(storage: CheckpointStorage, policy: str, outcome: str) -> list[int]:
+def apply_externalized_retention(storage: JobFolder, policy: str, outcome: str) -> list[int]:
     """Discard the job's checkpoints (never savepoints) if ``policy`` says so for ``outcome``.
 
     ``outcome`` is ``finished`` (available-now drained), ``cancelled`` (stopped on request) or ``failed``.
@@ -197,9 +197,9 @@ def apply_externalized_retention(storage: CheckpointStorage, policy: str, outcom
     """
     if not externalized_retention_discards(policy, outcome):
         return []
-    ids = storage.checkpoint_ids()
-    storage.discard_checkpoints(ids)
-    storage.delete_job_files(list(storage.shared_files()))
+    ids = storage.checkpoints.ids()
+    storage.checkpoints.discard(ids)
+    storage.delete_job_files(list(storage.checkpoints.shared_files()))
     log.warning(
         "--externalized-retention %s: the run %s, so checkpoints %s were deleted; the next run starts fresh",
         policy,
@@ -246,7 +246,7 @@ class JobRetentionPlan:
 
 
 def plan_job_retention(
-    storage: CheckpointStorage,
+    storage: JobFolder,
     *,
     num_retained: int,
     savepoint_max_count: int | None = None,
@@ -296,7 +296,7 @@ def plan_job_retention(
             delete.append(checkpoint_id)
             continue
         try:
-            meta: CheckpointMetadata | None = storage.read_checkpoint(checkpoint_id)
+            meta: CheckpointMetadata | None = storage.checkpoints.read(checkpoint_id)
         except DamagedCheckpoint:
             meta = None
         if meta is not None and not missing_files(meta.files, everything):
@@ -319,7 +319,7 @@ def plan_job_retention(
         name = folder.split("/", 1)[1]
         savepoint_sizes[name] = sum(size for size, _ in files.values())
         try:
-            savepoints.append((name, storage.read_savepoint(name)))
+            savepoints.append((name, storage.savepoints.read(name)))
         except (DamagedCheckpoint, ValueError, FileNotFoundError):
             continue  # not ours to judge: retention never deletes what it cannot read
     savepoints.sort(key=lambda item: item[1].completion_timestamp_ms, reverse=True)
@@ -363,7 +363,7 @@ def _untouched_for(files: dict[str, tuple[int, float | None]], grace: float, now
     return newest is not None and now - newest > grace
 
 
-def apply_job_retention(storage: CheckpointStorage, plan: JobRetentionPlan) -> None:
+def apply_job_retention(storage: JobFolder, plan: JobRetentionPlan) -> None:
     """Carry out a ``JobRetentionPlan``: metadata-first deletes, then files nothing references.
 
     A checkpoint that completed after the plan was made (a running job) may reference a shared file the plan
@@ -373,14 +373,14 @@ def apply_job_retention(storage: CheckpointStorage, plan: JobRetentionPlan) -> N
     deleted = set(plan.delete_checkpoints + plan.delete_orphan_folders)
     in_savepoints = [path for path in plan.folder_files if path.startswith(f"{SAVEPOINTS_DIR}/")]
     in_checkpoints = [path for path in plan.folder_files if not path.startswith(f"{SAVEPOINTS_DIR}/")]
-    storage.discard_checkpoints(sorted(deleted), in_checkpoints)
-    storage.discard_savepoints(plan.delete_savepoints, in_savepoints)
+    storage.checkpoints.discard(sorted(deleted), in_checkpoints)
+    storage.savepoints.discard(plan.delete_savepoints, in_savepoints)
     newer = []
-    for checkpoint_id in storage.checkpoint_ids():
+    for checkpoint_id in storage.checkpoints.ids():
         if checkpoint_id in deleted or checkpoint_id in plan.kept_checkpoints:
             continue
         try:
-            newer.append(storage.read_checkpoint(checkpoint_id))
+            newer.append(storage.checkpoints.read(checkpoint_id))
         except DamagedCheckpoint:
             continue  # no _metadata yet: its shared files are new, so younger than the orphan grace
     still_listed = referenced_files(newer)

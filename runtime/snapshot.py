@@ -21,7 +21,7 @@ from typing import Any
 from fsspec.implementations.local import LocalFileSystem
 
 from spark_checkpoint_runtime import faults
-from spark_checkpoint_runtime.layout import CheckpointStorage, FileEntry, SavepointFolder, ValidCheckpoint
+from spark_checkpoint_runtime.layout import FileEntry, JobFolder, SavepointFolder, ValidCheckpoint
 from spark_checkpoint_runtime.state_files import CaptureRaced, SelectedFile, read_batch_offsets, select_files
 from spark_checkpoint_runtime.state_files.operators import OPERATOR_METADATA_V2, relocate_schema_paths
 from spark_checkpoint_runtime.state_files.rocksdb import SST_FOLDER, read_zip_contents
@@ -147,7 +147,7 @@ class Upload:
 def upload(
     snap: Capture,
     working: WorkingCopy,
-    storage: CheckpointStorage,
+    storage: JobFolder,
     run_id: str,
     stored: StoredFiles,
     aborted: threading.Event,
@@ -172,7 +172,7 @@ def upload(
                 # A target stored with another size (never expected: Spark's files are immutable) gets a
                 # name of its own rather than overwriting what a retained checkpoint references.
                 variant = f"chk{snap.checkpoint_id}" if stored.has(selected.target) else None
-                relative = storage.shared_relative_file(run_id, selected.target, variant=variant)
+                relative = storage.checkpoints.shared_relative_file(run_id, selected.target, variant=variant)
                 if storage.file_size(relative) == selected.size:
                     # Already stored by an earlier checkpoint of this run (a chain switched back): reuse it,
                     # and never delete it if this checkpoint fails.
@@ -180,7 +180,7 @@ def upload(
                     continue
                 new_shared.append(relative)
             else:
-                relative = storage.checkpoint_relative_file(snap.checkpoint_id, selected.target)
+                relative = storage.checkpoints.relative_file(snap.checkpoint_id, selected.target)
             try:
                 copy_into_storage(working, snap.sources[selected.target], storage, relative)
             except FileNotFoundError as exc:
@@ -196,7 +196,7 @@ def upload(
     return Upload(entries, written, new_shared)
 
 
-def copy_into_storage(working: WorkingCopy, source: str, storage: CheckpointStorage, relative: str) -> None:
+def copy_into_storage(working: WorkingCopy, source: str, storage: JobFolder, relative: str) -> None:
     """Copy one working file to the durable copy: a hard link or local copy when both are local disks."""
     destination = storage.job_file(relative)
     if working.is_local and isinstance(storage.fs, LocalFileSystem):

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from spark_checkpoint_runtime import faults
-from spark_checkpoint_runtime.layout import CheckpointMetadata, CheckpointStorage, SavepointFolder
+from spark_checkpoint_runtime.layout import CheckpointMetadata, JobFolder, SavepointFolder
 from spark_checkpoint_runtime.snapshot import Capture, StoredFiles, Upload, upload, upload_savepoint
 from spark_checkpoint_runtime.working_copy import WorkingCopy
 
@@ -50,7 +50,7 @@ class CheckpointTarget:
     subsumes = True
     where = ""
 
-    def __init__(self, storage: CheckpointStorage, run_id: str, stored: StoredFiles):
+    def __init__(self, storage: JobFolder, run_id: str, stored: StoredFiles):
         self.storage = storage
         self.run_id = run_id
         self.stored = stored
@@ -62,13 +62,13 @@ class CheckpointTarget:
 
     def write_metadata(self, meta: CheckpointMetadata) -> None:
         faults.reach("before-metadata")
-        self.storage.write_checkpoint_metadata(meta)
+        self.storage.checkpoints.write_metadata(meta)
 
     def withdraw(self, snapshot_id: int) -> None:
-        self.storage.withdraw_checkpoint_metadata(snapshot_id, self.run_id)
+        self.storage.checkpoints.withdraw_metadata(snapshot_id, self.run_id)
 
     def discard(self, snapshot_id: int) -> None:
-        self.storage.discard_own_checkpoint(snapshot_id, self.run_id)
+        self.storage.checkpoints.discard_own(snapshot_id, self.run_id)
 
 
 class SavepointTarget:

@@ -279,14 +279,14 @@ def write_checkpoint(storage, checkpoint_id: int, shared: list[str], completion_
 
     files = []
     for name in shared:
-        relative = storage.shared_relative_file("r1", name)
+        relative = storage.checkpoints.shared_relative_file("r1", name)
         put(relative, b"x" * 10)
         files.append(FileEntry(relative, name, 10, True))
-    relative = storage.checkpoint_relative_file(checkpoint_id, "commits/0")
+    relative = storage.checkpoints.relative_file(checkpoint_id, "commits/0")
     put(relative, b"v1\n{}")
     files.append(FileEntry(relative, "commits/0", 5, False))
     meta = checkpoint_metadata(checkpoint_id, files, job=storage.job_name, completion_ms=completion_ms)
-    storage.write_checkpoint_metadata(meta)
+    storage.checkpoints.write_metadata(meta)
     return meta
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from examples.local_airflow import LocalAirflow
-from spark_checkpoint_runtime.layout import CheckpointStorage, ControlChannel, LeaseFiles
+from spark_checkpoint_runtime.layout import ControlChannel, JobFolder, LeaseFiles
 from tests.conftest import REPO, Landing, continuous_counts_args, final_counts, start_module
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -181,7 +181,7 @@ def test_restore_automation_restores_a_stalled_job_that_answered_its_stop(tmp_pa
         (dags / name).symlink_to(REPO / "dags" / name)
     landing = Landing(demo / "landing")
     landing.add_files(3)
-    storage = CheckpointStorage(str(demo / "checkpoints"), "event-counts")
+    storage = JobFolder(str(demo / "checkpoints"), "event-counts")
     airflow = LocalAirflow(tmp_path / "airflow-home", dags, {"CHECKPOINT_DEMO_HOME": str(demo)})
     try:
         airflow.start()
@@ -207,7 +207,7 @@ def test_restore_automation_restores_a_stalled_job_that_answered_its_stop(tmp_pa
         stopped = airflow.xcom("restore_automation", run_id, "stop_stalled_job")
         assert stopped["outcome"] == "stopped" and stopped["run_key"] == grant["run_key"], stopped
         assert ControlChannel(storage).run_report(grant["run_key"])["status"] == "cancelled"
-        newest = storage.completed_checkpoints()[-1]
+        newest = storage.checkpoints.completed()[-1]
         assert newest.restored_from is not None and newest.restored_from["kind"] == "checkpoint", newest
     finally:
         airflow.stop()

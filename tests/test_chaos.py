@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_checkpoint_runtime.layout import CheckpointStorage, ControlChannel
+from spark_checkpoint_runtime.layout import ControlChannel, JobFolder
 from spark_checkpoint_runtime.sinks import ParquetSink
 from tests import figures
 from tests.conftest import VENV_BIN, Landing, final_counts, job_args, kill_group, published_rows, spark_submit
@@ -58,10 +58,10 @@ def run_chain(
         spec = tmp_path / "spec.json"
         spec.write_text(json.dumps({"storage_options": storage_options}))
         args += ["--spec", str(spec)]
-    storage = CheckpointStorage(extra.get("checkpoint_root", str(root)), job, storage_options)
+    storage = JobFolder(extra.get("checkpoint_root", str(root)), job, storage_options)
 
     def newest() -> int:
-        return max((meta.id for meta in storage.completed_checkpoints()), default=0)
+        return max((meta.id for meta in storage.checkpoints.completed()), default=0)
 
     landing.add_files(3)
     plan = plan + [RANDOM] * SOAK
@@ -183,8 +183,8 @@ def _drive(process, log: Path, landing: Landing, *, until=None, kill_delay: floa
     return process.wait(timeout=60)
 
 
-def _valid_ids(storage: CheckpointStorage) -> list[int]:
-    return sorted(i for i, result in storage.iter_valid_checkpoints() if not isinstance(result, Exception))
+def _valid_ids(storage: JobFolder) -> list[int]:
+    return sorted(i for i, result in storage.checkpoints.iter_valid() if not isinstance(result, Exception))
 
 
 def _run_killed(args, log, landing, tmp_path, point: str, number: int, *, until=None, kill_delay=0.0) -> None:
@@ -229,7 +229,7 @@ def test_a_rewind_killed_at_every_step_of_its_restore_keeps_exactly_once(tmp_pat
     job, root, output, log = "rewind", tmp_path / "root", tmp_path / "out", tmp_path / "job.log"
     settings = {"sink": f"parquet:{output}", "trigger": "continuous", "batch_interval": "200ms", "num_retained": "4"}
     args = job_args(job, root, tmp_path / "work", landing, **settings)
-    storage = CheckpointStorage(str(root), job)
+    storage = JobFolder(str(root), job)
     landing.add_files(3)
 
     def newest() -> int:
@@ -243,10 +243,10 @@ def test_a_rewind_killed_at_every_step_of_its_restore_keeps_exactly_once(tmp_pat
         before = newest()
         target = _valid_ids(storage)[0]  # the oldest retained checkpoint: everything after it is rewound
         assert target < before
-        rewind = _with_restore(args, storage.url_of(storage.checkpoint_path(target)))
+        rewind = _with_restore(args, storage.url_of(storage.checkpoints.path(target)))
         started = (lambda b=before: newest() > b) if point == REWIND_STARTED else None
         _run_killed(rewind, log, landing, tmp_path, point, number, until=started, kill_delay=rng.uniform(0, 0.3))
-        latest = storage.latest_valid_checkpoint().metadata
+        latest = storage.checkpoints.latest_valid().metadata
         if point == "before-metadata@1":
             assert latest.id == before, "killed before its first _metadata: latest still continues the old history"
         else:
@@ -273,8 +273,8 @@ def test_a_relocated_savepoint_with_a_larger_id_restored_twice_keeps_exactly_onc
     elsewhere = {"savepoint_targets": str(tmp_path / "elsewhere")}
     v1 = job_args("orders-v1", tmp_path / "root", tmp_path / "work", landing, **settings, **elsewhere)
     v2 = job_args("orders-v2", tmp_path / "root", tmp_path / "work", landing, **settings)
-    first = CheckpointStorage(str(tmp_path / "root"), "orders-v1")
-    second = CheckpointStorage(str(tmp_path / "root"), "orders-v2")
+    first = JobFolder(str(tmp_path / "root"), "orders-v1")
+    second = JobFolder(str(tmp_path / "root"), "orders-v2")
     landing.add_files(3)
 
     process = spark_submit(v1, log)
@@ -309,7 +309,7 @@ def test_a_relocated_savepoint_with_a_larger_id_restored_twice_keeps_exactly_onc
     )
     ids = _valid_ids(second)
     assert ids and min(ids) > published_by_v1, f"v2's ids {ids} reuse ids published by v1 (up to {published_by_v1})"
-    latest = second.latest_valid_checkpoint().metadata
+    latest = second.checkpoints.latest_valid().metadata
     assert latest.history.contains(state["id"]) and not latest.history.contains(published_by_v1)
     _drain(v2, log)
     _assert_exactly_once(output, landing)

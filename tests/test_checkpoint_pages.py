@@ -20,7 +20,7 @@ import pytest
 
 from examples.local_airflow import LocalAirflow
 from spark_checkpoint_runtime.durations import format_bytes, format_duration
-from spark_checkpoint_runtime.layout import CheckpointStorage
+from spark_checkpoint_runtime.layout import JobFolder
 from tests.conftest import REPO, Landing, completed_checkpoints, continuous_counts_args, start_module, wait_for
 from tests.ui import Screenshots, headless_chromium, wait_until
 
@@ -180,9 +180,9 @@ def test_checkpoint_pages_show_history_savepoints_and_damage_behind_airflows_aut
         # Every other row is what its _metadata on disk says.
         on_disk = {i: json.loads((job_folder / f"chk-{i}" / "_metadata").read_text()) for i in ids[:-1]}
         assert set(shown) == set(ids), (sorted(shown), ids)
-        storage = CheckpointStorage(str(root), "orders")
+        storage = JobFolder(str(root), "orders")
         for checkpoint_id, meta in on_disk.items():
-            parsed = storage.read_checkpoint(checkpoint_id)
+            parsed = storage.checkpoints.read(checkpoint_id)
             restored = meta["restored_from"]
             assert shown[checkpoint_id] | {"Completed": "", "Status": "", "Path": ""} == {
                 "Id": str(checkpoint_id),

@@ -24,7 +24,7 @@ import pytest
 
 from examples.local_airflow import LocalAirflow
 from examples.local_cluster import standalone_cluster
-from spark_checkpoint_runtime.layout import CheckpointStorage, ControlChannel, LeaseFiles
+from spark_checkpoint_runtime.layout import ControlChannel, JobFolder, LeaseFiles
 from tests.conftest import REPO, Landing, final_counts, job_args, spark_submit, wait_for
 from tests.test_chaos import RANDOM, SEED, _assert_exactly_once, run_chain
 
@@ -116,7 +116,7 @@ def test_output_stays_exact_when_an_executor_dies_mid_batch_and_then_a_worker(
     count). Stopping this cluster leaves the module's running."""
     state = tmp_path / "own-cluster"
     root, output, log = tmp_path / "root", tmp_path / "out", tmp_path / "job.log"
-    storage = CheckpointStorage(str(root), f"cluster-{kind}")
+    storage = JobFolder(str(root), f"cluster-{kind}")
     landing.add_files(3)
     settings = {"sink": f"parquet:{output}", "trigger": "continuous", "batch_interval": "200ms"}
     args = job_args(f"cluster-{kind}", root, tmp_path / "work", landing, **settings, **PIPELINES[kind])
@@ -134,7 +134,7 @@ def test_output_stays_exact_when_an_executor_dies_mid_batch_and_then_a_worker(
         job = spark_submit(args, log, master=master)
 
         def checkpoints() -> int:
-            return max((m.id for m in storage.completed_checkpoints()), default=0)
+            return max((m.id for m in storage.checkpoints.completed()), default=0)
 
         def progressed(after: int, what: str) -> int:
             def more() -> bool:
@@ -204,7 +204,7 @@ def test_restore_automation_stops_a_frozen_driver_and_restores_the_job(cluster: 
         (dags / name).symlink_to(REPO / "dags" / name)
     landing = Landing(demo / "landing")
     landing.add_files(3)
-    storage = CheckpointStorage(str(demo / "checkpoints"), "event-counts")
+    storage = JobFolder(str(demo / "checkpoints"), "event-counts")
     host, port = cluster.rsplit(":", 1)
     spark = json.dumps({"conn_type": "spark", "host": host, "port": int(port)})
     airflow = LocalAirflow(
@@ -240,7 +240,7 @@ def test_restore_automation_stops_a_frozen_driver_and_restores_the_job(cluster: 
         frozen = [submit, driver]
         for process in frozen:
             process.send_signal(signal.SIGSTOP)
-        last_before = max(m.id for m in storage.completed_checkpoints())
+        last_before = max(m.id for m in storage.checkpoints.completed())
         landing.add_files(2)  # arrive while the job is frozen: the restore counts them
 
         state, tasks = airflow.finished_run("restore_automation", run_id, 420)
@@ -257,7 +257,7 @@ def test_restore_automation_stops_a_frozen_driver_and_restores_the_job(cluster: 
         assert stopped["outcome"] == "killed" and stopped["run_key"] == grant["run_key"], stopped
         report = ControlChannel(storage).run_report(grant["run_key"])
         assert report["status"] == "killed" and "its checkpoints stalled" in report["error"], report
-        newest = storage.completed_checkpoints()[-1]
+        newest = storage.checkpoints.completed()[-1]
         assert newest.restored_from["id"] >= last_before, newest.restored_from
     finally:
         for process in frozen:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_checkpoint_runtime.layout import CheckpointFormatError, CheckpointStorage, ControlChannel, key_from
+from spark_checkpoint_runtime.layout import CheckpointFormatError, ControlChannel, JobFolder, key_from
 from spark_checkpoint_runtime.options import JobOptions, parse_options
 from spark_checkpoint_runtime.run.control_requests import check_savepoint_target
 
@@ -33,7 +33,7 @@ def _options(root: Path, *extra: str) -> JobOptions:
 def test_a_savepoint_goes_only_under_the_root_or_an_allowed_prefix(tmp_path: Path, target: str, allowed: bool):
     root = tmp_path / "root"
     options = _options(root, "--savepoint-targets", f"{tmp_path}/approved, s3://ours")
-    storage = CheckpointStorage(str(root), "j")
+    storage = JobFolder(str(root), "j")
     wanted = target.format(root=root, tmp=tmp_path)
     if allowed:
         check_savepoint_target(storage, options, wanted)
@@ -43,7 +43,7 @@ def test_a_savepoint_goes_only_under_the_root_or_an_allowed_prefix(tmp_path: Pat
 
 
 def test_an_in_progress_answer_from_a_run_that_is_gone_expires(tmp_path: Path):
-    control = ControlChannel(CheckpointStorage(str(tmp_path), "j"))
+    control = ControlChannel(JobFolder(str(tmp_path), "j"))
     control.heartbeat("live-run", None)
     control.request("sp-1", "savepoint")
     control.respond("sp-1", {"status": "in_progress", "run_id": "killed-run"})
@@ -60,7 +60,7 @@ def test_long_ids_keep_a_hash_of_the_whole_text():
 
 
 def test_settled_control_files_are_pruned(tmp_path: Path):
-    control = ControlChannel(CheckpointStorage(str(tmp_path), "j"))
+    control = ControlChannel(JobFolder(str(tmp_path), "j"))
     control.request("answered", "savepoint")
     control.respond("answered", {"status": "completed"})
     control.request("for-ended-run", "stop", "run-a")

@@ -18,8 +18,8 @@ from spark_checkpoint_runtime import admin
 from spark_checkpoint_runtime.layout import (
     MAX_METADATA_BYTES,
     CheckpointFormatError,
-    CheckpointStorage,
     ControlChannel,
+    JobFolder,
     LeaseFiles,
     SavepointFolder,
     find_completed_checkpoint,
@@ -51,9 +51,9 @@ def _one_line(exc: BaseException) -> str:
 
 
 @pytest.fixture
-def job(tmp_path: Path) -> CheckpointStorage:
+def job(tmp_path: Path) -> JobFolder:
     """A job with one valid checkpoint (chk-1) beside which the hostile files go."""
-    storage = CheckpointStorage(str(tmp_path / "root"), "j")
+    storage = JobFolder(str(tmp_path / "root"), "j")
     write_checkpoint(storage, 1, ["state"])
     return storage
 
@@ -63,16 +63,16 @@ def test_the_corpus_has_the_cases_the_format_must_survive():
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_a_hostile_metadata_is_skipped_by_every_reader(job: CheckpointStorage, case: str, caplog, capsys):
-    _place(case, Path(job.checkpoint_path(2)) / "_metadata")
+def test_a_hostile_metadata_is_skipped_by_every_reader(job: JobFolder, case: str, caplog, capsys):
+    _place(case, Path(job.checkpoints.path(2)) / "_metadata")
     # restore from latest, the sensors' and triggers' condition: the valid chk-1 is used
     assert resolve_restore_point(job, "latest").metadata.id == 1
-    assert job.latest_valid_checkpoint().metadata.id == 1
+    assert job.checkpoints.latest_valid().metadata.id == 1
     assert find_completed_checkpoint(job)["checkpoint_id"] == 1
     skipped = [r.getMessage() for r in caplog.records if "skipping damaged checkpoint chk-2" in r.getMessage()]
     assert skipped and all("\n" not in line for line in skipped)
     with pytest.raises(CheckpointFormatError) as refused:
-        job.resolve_snapshot(job.checkpoint_path(2))
+        job.resolve_snapshot(job.checkpoints.path(2))
     _one_line(refused.value)
     # ids keep growing past it; retention plans and runs
     assert job.next_checkpoint_id() == 3
@@ -84,12 +84,12 @@ def test_a_hostile_metadata_is_skipped_by_every_reader(job: CheckpointStorage, c
     error = capsys.readouterr().err.strip()
     assert error.startswith("error: ") and "\n" not in error
     subsume(job, 1, 2)
-    assert job.latest_valid_checkpoint().metadata.id == 1, "retention never deletes the last valid checkpoint"
+    assert job.checkpoints.latest_valid().metadata.id == 1, "retention never deletes the last valid checkpoint"
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_a_hostile_savepoint_is_refused_in_one_line(job: CheckpointStorage, case: str):
-    folder = Path(job.savepoints_path) / "savepoint-x"
+def test_a_hostile_savepoint_is_refused_in_one_line(job: JobFolder, case: str):
+    folder = Path(job.savepoints.base) / "savepoint-x"
     _place(case, folder / "_metadata")
     assert job.next_checkpoint_id() == 2
     with pytest.raises(CheckpointFormatError) as refused:
@@ -99,9 +99,9 @@ def test_a_hostile_savepoint_is_refused_in_one_line(job: CheckpointStorage, case
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_hostile_control_files_are_rejected_or_ignored(job: CheckpointStorage, case: str):
+def test_hostile_control_files_are_rejected_or_ignored(job: JobFolder, case: str):
     control = ControlChannel(job)
-    base = Path(job.control_path)
+    base = Path(control.base)
     _place(case, base / "requests" / "t1.json")
     control.request("t2", "stop")
     pending = control.pending()
@@ -121,7 +121,7 @@ def test_hostile_control_files_are_rejected_or_ignored(job: CheckpointStorage, c
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_a_hostile_lease_grant_counts_as_an_unknown_holder_judged_by_its_time(job: CheckpointStorage, case: str):
+def test_a_hostile_lease_grant_counts_as_an_unknown_holder_judged_by_its_time(job: JobFolder, case: str):
     files = LeaseFiles(job)
     grant = Path(files.base) / "000000000001.json"
     _place(case, grant)
@@ -136,8 +136,8 @@ def test_a_hostile_lease_grant_counts_as_an_unknown_holder_judged_by_its_time(jo
     lease.release()
 
 
-def test_an_oversized_file_is_refused_without_being_read_whole(job: CheckpointStorage, monkeypatch):
-    path = Path(job.checkpoint_path(2)) / "_metadata"
+def test_an_oversized_file_is_refused_without_being_read_whole(job: JobFolder, monkeypatch):
+    path = Path(job.checkpoints.path(2)) / "_metadata"
     _place(OVERSIZE, path)
     assert os.path.getsize(path) > 64 * 1024 * 1024
     reads = []
@@ -149,6 +149,6 @@ def test_an_oversized_file_is_refused_without_being_read_whole(job: CheckpointSt
         return data
 
     monkeypatch.setattr(job.fs, "cat_file", cat_file)
-    assert job.latest_valid_checkpoint().metadata.id == 1
+    assert job.checkpoints.latest_valid().metadata.id == 1
     # One bounded read (one ranged GET on object storage): a byte past the largest _metadata we write.
     assert (str(path), MAX_METADATA_BYTES + 1) in reads

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from spark_checkpoint_runtime.errors import JobHeld, LeaseLost
-from spark_checkpoint_runtime.layout import CheckpointStorage, ControlChannel, LeaseFiles, SnapshotExists, now_ms
+from spark_checkpoint_runtime.layout import ControlChannel, JobFolder, LeaseFiles, SnapshotExists, now_ms
 from spark_checkpoint_runtime.lease import JobLease
 from tests.conftest import checkpoint_metadata
 
 
-def storage_at(tmp_path: Path) -> CheckpointStorage:
-    return CheckpointStorage(str(tmp_path / "root"), "leased")
+def storage_at(tmp_path: Path) -> JobFolder:
+    return JobFolder(str(tmp_path / "root"), "leased")
 
 
 def test_of_runs_racing_for_one_job_exactly_one_wins(tmp_path: Path):
@@ -130,19 +130,19 @@ def test_liveness_never_looks_up_a_pid_or_trusts_a_writers_clock(tmp_path: Path)
 
 def test_metadata_is_never_overwritten(tmp_path: Path):
     storage = storage_at(tmp_path)
-    storage.write_checkpoint_metadata(checkpoint_metadata(3, [], job="leased"))
+    storage.checkpoints.write_metadata(checkpoint_metadata(3, [], job="leased"))
     second = checkpoint_metadata(3, [], job="leased")
     second.run_id = "other"
     with pytest.raises(SnapshotExists, match="written by run r1"):
-        storage.write_checkpoint_metadata(second)
+        storage.checkpoints.write_metadata(second)
     on_disk = json.loads((tmp_path / "root" / "leased" / "chk-3" / "_metadata").read_text())
     assert on_disk["run_id"] == "r1"
 
 
 def test_a_zombie_cleaning_up_never_deletes_another_runs_checkpoint(tmp_path: Path):
     storage = storage_at(tmp_path)
-    storage.write_checkpoint_metadata(checkpoint_metadata(5, [], job="leased"))  # completed by run r1
-    storage.discard_own_checkpoint(5, "zombie-run")
-    assert [m.id for m in storage.completed_checkpoints()] == [5]
-    storage.discard_own_checkpoint(5, "r1")
-    assert storage.completed_checkpoints() == []
+    storage.checkpoints.write_metadata(checkpoint_metadata(5, [], job="leased"))  # completed by run r1
+    storage.checkpoints.discard_own(5, "zombie-run")
+    assert [m.id for m in storage.checkpoints.completed()] == [5]
+    storage.checkpoints.discard_own(5, "r1")
+    assert storage.checkpoints.completed() == []

@@ -15,8 +15,8 @@ import pytest
 
 from spark_checkpoint_runtime.layout import (
     CheckpointMetadata,
-    CheckpointStorage,
     DamagedCheckpoint,
+    JobFolder,
     Lineage,
     StagedOutput,
 )
@@ -115,14 +115,14 @@ def test_recovery_publishes_what_the_snapshot_names_aborts_the_rest_and_sets_asi
     assert sink.published_ids() == {2, 3, 8, 9}, "set-aside output is not published"
 
 
-def _damaged_listing(storage: CheckpointStorage, gone: str) -> dict[str, int]:
+def _damaged_listing(storage: JobFolder, gone: str) -> dict[str, int]:
     listing = storage.job_files()
     del listing[gone]
     return listing
 
 
 def test_retention_keeps_the_newest_valid_checkpoints_not_the_newest_parseable(tmp_path: Path):
-    storage = CheckpointStorage(str(tmp_path), "j")
+    storage = JobFolder(str(tmp_path), "j")
     metas = {1: write_checkpoint(storage, 1, ["a"])}
     for checkpoint_id in (2, 3, 4):
         metas[checkpoint_id] = write_checkpoint(storage, checkpoint_id, ["a", f"b{checkpoint_id}"] + ["x"])
@@ -140,7 +140,7 @@ def test_retention_keeps_the_newest_valid_checkpoints_not_the_newest_parseable(t
 
 
 def test_the_operators_retention_counts_only_valid_checkpoints(tmp_path: Path):
-    storage = CheckpointStorage(str(tmp_path), "j")
+    storage = JobFolder(str(tmp_path), "j")
     for checkpoint_id in (1, 2, 3):
         write_checkpoint(storage, checkpoint_id, [f"s{checkpoint_id}"])
     (Path(storage.job_path) / "shared" / "r1" / "s3").unlink()
@@ -150,21 +150,21 @@ def test_the_operators_retention_counts_only_valid_checkpoints(tmp_path: Path):
 
 
 def test_a_shared_file_a_newer_metadata_lists_is_never_an_orphan(tmp_path: Path):
-    storage = CheckpointStorage(str(tmp_path), "j")
+    storage = JobFolder(str(tmp_path), "j")
     write_checkpoint(storage, 1, ["old"])
     write_checkpoint(storage, 2, ["new"])
     plan = plan_job_retention(storage, num_retained=1, orphan_grace=0.0, now=time.time() + 10)
-    old = storage.shared_relative_file("r1", "old")
+    old = storage.checkpoints.shared_relative_file("r1", "old")
     assert plan.delete_shared == [old]
     # Between planning and deleting, a running job completes chk-3, which references "old" again (a restored
     # file keeps its old modification time).
-    meta = storage.read_checkpoint(1)
+    meta = storage.checkpoints.read(1)
     meta.id = 3
     meta.lineage = [[1, 3]]
-    storage.write_checkpoint_metadata(meta)
+    storage.checkpoints.write_metadata(meta)
     apply_job_retention(storage, plan)
     assert storage.file_size(old) == 10
-    assert json.loads(Path(storage.checkpoint_path(3), "_metadata").read_text())["id"] == 3
+    assert json.loads(Path(storage.checkpoints.path(3), "_metadata").read_text())["id"] == 3
 
 
 def test_ids_stay_above_set_aside_output_and_keep_adopts_only_what_is_published(tmp_path: Path):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_checkpoint_runtime.layout import CheckpointStorage, LeaseFiles, SavepointFolder
+from spark_checkpoint_runtime.layout import JobFolder, LeaseFiles, SavepointFolder
 from spark_checkpoint_runtime.lease import JobLease
 from spark_checkpoint_runtime.options import parse_options, redacted
 from spark_checkpoint_runtime.retention import apply_job_retention, plan_job_retention
@@ -21,22 +21,22 @@ BASE = ["--job-name", "j", "--checkpoint-root", "/tmp/r", "--pipeline", "m:f"]
 
 
 def test_retention_never_follows_a_link_out_of_the_job_folder(tmp_path: Path):
-    storage = CheckpointStorage(str(tmp_path / "root"), "j")
+    storage = JobFolder(str(tmp_path / "root"), "j")
     write_checkpoint(storage, 1, ["a"])
     write_checkpoint(storage, 2, ["b"])
-    orphan = Path(storage.checkpoint_path(7))
+    orphan = Path(storage.checkpoints.path(7))
     orphan.mkdir()
     (orphan / "leftover").write_text("an abandoned upload")
     plan = plan_job_retention(storage, num_retained=1, orphan_grace=0.0, now=time.time() + 10)
-    assert storage.shared_relative_file("r1", "a") in plan.delete_shared and 7 in plan.delete_orphan_folders
+    assert storage.checkpoints.shared_relative_file("r1", "a") in plan.delete_shared and 7 in plan.delete_orphan_folders
     # Between planning and deleting, shared/ and chk-7 become links to a folder outside the job folder that
     # holds files at the very paths retention is about to delete.
     victim = tmp_path / "elsewhere"
     (victim / "r1").mkdir(parents=True)
     (victim / "r1" / "a").write_text("not the job's")
     (victim / "leftover").write_text("not the job's either")
-    os.rename(storage.shared_path, tmp_path / "real-shared")
-    os.symlink(victim, storage.shared_path)
+    os.rename(storage.checkpoints.shared_path, tmp_path / "real-shared")
+    os.symlink(victim, storage.checkpoints.shared_path)
     os.rename(orphan, tmp_path / "real-chk-7")
     os.symlink(victim, orphan)
     apply_job_retention(storage, plan)
@@ -86,14 +86,14 @@ def test_externalized_retention_deletes_nothing_once_another_run_holds_the_job(t
     from spark_checkpoint_runtime.run.fence import RunFence
     from spark_checkpoint_runtime.run.finish import externalized_retention
 
-    storage = CheckpointStorage(str(tmp_path), "j")
+    storage = JobFolder(str(tmp_path), "j")
     write_checkpoint(storage, 1, ["a"])
     lease = JobLease(storage, "r1", None, 30.0)
     lease.acquire()
     LeaseFiles(storage).create(2, {"run_id": "r2", "acquired_ms": 1, "epoch": 2})  # a takeover
     options = parse_options([*BASE, "--externalized-retention", "delete-on-cancellation"])
     externalized_retention(storage, RunFence(lease), options, "cancelled")
-    assert storage.checkpoint_ids() == [1]
+    assert storage.checkpoints.ids() == [1]
     lease.release()
 
 

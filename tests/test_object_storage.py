@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_checkpoint_runtime.layout import CheckpointStorage, SnapshotExists
+from spark_checkpoint_runtime.layout import JobFolder, SnapshotExists
 from tests import figures
 from tests.conftest import S3_BUCKET as BUCKET
 from tests.conftest import S3_SECRET as SECRET
@@ -22,11 +22,11 @@ from tests.test_chaos import RANDOM, SEED, run_chain
 
 
 def test_metadata_on_s3_is_created_once(s3):
-    storage = CheckpointStorage(f"s3://{BUCKET}/unit", "once", s3)
-    storage.write_checkpoint_metadata(checkpoint_metadata(1, [], job="once"))
+    storage = JobFolder(f"s3://{BUCKET}/unit", "once", s3)
+    storage.checkpoints.write_metadata(checkpoint_metadata(1, [], job="once"))
     with pytest.raises(SnapshotExists):
-        storage.write_checkpoint_metadata(checkpoint_metadata(1, [], job="once"))
-    assert [m.id for m in storage.completed_checkpoints()] == [1]
+        storage.checkpoints.write_metadata(checkpoint_metadata(1, [], job="once"))
+    assert [m.id for m in storage.checkpoints.completed()] == [1]
 
 
 @pytest.mark.spark
@@ -56,12 +56,12 @@ def test_crash_restore_with_the_checkpoint_root_on_s3(s3, tmp_path: Path, landin
     )
     assert largest == expected
 
-    storage = CheckpointStorage(root, "s3-stateful", s3)
-    completed = storage.completed_checkpoints()
+    storage = JobFolder(root, "s3-stateful", s3)
+    completed = storage.checkpoints.completed()
     assert len(completed) == 2, "retention on S3 keeps --num-retained 2"
     referenced = {f.path for meta in completed for f in meta.files if f.shared}
-    assert referenced == set(storage.shared_files()), "no unreferenced shared file is left on S3"
-    assert storage.latest_valid_checkpoint() is not None
+    assert referenced == set(storage.checkpoints.shared_files()), "no unreferenced shared file is left on S3"
+    assert storage.checkpoints.latest_valid() is not None
     log = (tmp_path / "job.log").read_text(errors="replace")
     assert SECRET not in log
     assert all(SECRET not in meta.to_json() for meta in completed)
@@ -82,11 +82,11 @@ def test_request_goals_a_poke_costs_one_listing_and_retention_deletes_in_batches
     from spark_checkpoint_runtime.layout import find_completed_checkpoint
     from spark_checkpoint_runtime.retention import apply_job_retention, plan_job_retention
 
-    storage = CheckpointStorage(f"s3://{counted.bucket}/goals", "orders", counted.options)
+    storage = JobFolder(f"s3://{counted.bucket}/goals", "orders", counted.options)
     for checkpoint_id in range(1, 11):
         small_checkpoint(storage, checkpoint_id)
     for n in range(1100):  # an old run's files: never listed by a poke, deleted 1,000 keys per request
-        storage.fs.pipe_file(storage.job_file(storage.shared_relative_file("old-run", f"f{n}")), b"x")
+        storage.fs.pipe_file(storage.job_file(storage.checkpoints.shared_relative_file("old-run", f"f{n}")), b"x")
     counted.reset()
     assert find_completed_checkpoint(storage, newer_than=10) is None
     assert counted.snapshot()["total"] == 1, counted.snapshot()
@@ -94,7 +94,7 @@ def test_request_goals_a_poke_costs_one_listing_and_retention_deletes_in_batches
     apply_job_retention(storage, plan_job_retention(storage, num_retained=3, orphan_grace=0, now=time.time()))
     spent = counted.snapshot()
     assert spent["DELETE"] == 0 and spent["DELETE_BATCH"] <= 7 + 2 + 2, spent  # 7 folders, 1,107 files, metadata
-    assert sorted(m.id for m in storage.completed_checkpoints()) == [8, 9, 10]
+    assert sorted(m.id for m in storage.checkpoints.completed()) == [8, 9, 10]
     assert not storage.fs.exists(storage.job_file("shared/old-run/f0"))
 
 
@@ -104,7 +104,7 @@ def test_request_goals_an_idle_poll_is_one_listing_and_a_heartbeat_one_put(count
     from spark_checkpoint_runtime.layout import ControlChannel, LeaseFiles
     from spark_checkpoint_runtime.lease import JobLease
 
-    storage = CheckpointStorage(f"s3://{counted.bucket}/idle", "orders", counted.options)
+    storage = JobFolder(f"s3://{counted.bucket}/idle", "orders", counted.options)
     control = ControlChannel(storage)
     lease = JobLease(storage, "run-1", "dag.task.try1", timeout=30)
     lease.acquire()
@@ -139,7 +139,7 @@ def test_request_goals_retention_after_a_checkpoint_reads_only_the_new_metadata(
     from benchmarks.request_cost import write_checkpoint as small_checkpoint
     from spark_checkpoint_runtime.retention import MetadataCache, subsume
 
-    storage = CheckpointStorage(f"s3://{counted.bucket}/aging", "orders", counted.options)
+    storage = JobFolder(f"s3://{counted.bucket}/aging", "orders", counted.options)
     cache = MetadataCache()
     spent = {}
     for checkpoint_id in range(1, 41):
@@ -149,7 +149,7 @@ def test_request_goals_retention_after_a_checkpoint_reads_only_the_new_metadata(
         spent[checkpoint_id] = counted.snapshot()
     assert spent[5]["GET"] == spent[40]["GET"] == 1, (spent[5], spent[40])  # only the new _metadata
     assert spent[32] == spent[40], (spent[32], spent[40])  # each deletes one checkpoint: the same requests
-    assert len(storage.checkpoint_ids()) == 30
+    assert len(storage.checkpoints.ids()) == 30
     # chk-35's _metadata replaced behind the job's back by garbage of the same size: the listing shows another
     # time, so it is read again, and it is not counted as valid.
     size = storage.fs.size(storage.job_file("chk-35/_metadata"))
@@ -165,4 +165,4 @@ def test_request_goals_retention_after_a_checkpoint_reads_only_the_new_metadata(
     counted.reset()
     plan = subsume(storage, 30, 40, cache)
     assert counted.snapshot()["GET"] == 1 and plan.keep[-1] == 39 and 40 not in plan.keep
-    assert storage.latest_valid_checkpoint().metadata.id == 39
+    assert storage.checkpoints.latest_valid().metadata.id == 39

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_checkpoint_runtime.layout import CheckpointStorage, LeaseFiles
+from spark_checkpoint_runtime.layout import JobFolder, LeaseFiles
 from tests import figures
 from tests.conftest import (
     Landing,
@@ -50,7 +50,7 @@ def test_a_second_run_fails_fast_and_a_zombie_is_taken_over_and_cannot_write(tmp
     zombie = spark_submit(continuous, log)
     try:
         wait_for(lambda: len(completed_checkpoints(root, job)) >= 1, 180, "A's first checkpoint", zombie)
-        holder = LeaseFiles(CheckpointStorage(str(root), job)).read(1)
+        holder = LeaseFiles(JobFolder(str(root), job)).read(1)
         assert holder is not None
 
         # An overlapping run (an Airflow retry) fails fast, names A, and writes nothing.
@@ -59,12 +59,12 @@ def test_a_second_run_fails_fast_and_a_zombie_is_taken_over_and_cannot_write(tmp
         assert second.returncode == 4, second.stderr[-2000:]
         assert f"held by run {holder['run_id']}" in second.stderr
         assert time.monotonic() - started < 30, "it fails before starting Spark"
-        assert LeaseFiles(CheckpointStorage(str(root), job)).listing().latest == 1
+        assert LeaseFiles(JobFolder(str(root), job)).listing().latest == 1
         figures.add("overlapping runs refused")
 
         # A freezes. After the lease timeout a new run takes over and drains everything.
         os.killpg(zombie.pid, signal.SIGSTOP)
-        writers = {meta.run_id for meta in CheckpointStorage(str(root), job).completed_checkpoints()}
+        writers = {meta.run_id for meta in JobFolder(str(root), job).checkpoints.completed()}
         assert writers == {holder["run_id"]}, "only A wrote checkpoints: the refused run wrote nothing"
         assert not (root / job / "_control" / "clock").exists() or not any(
             (root / job / "_control" / "clock").iterdir()
@@ -76,7 +76,7 @@ def test_a_second_run_fails_fast_and_a_zombie_is_taken_over_and_cannot_write(tmp
         assert taker.wait(timeout=300) == 0, log.read_text(errors="replace")[-4000:]
         text = log.read_text(errors="replace")
         assert f"taking over job 'overlap' from run {holder['run_id']}" in text
-        assert LeaseFiles(CheckpointStorage(str(root), job)).listing().latest == 2
+        assert LeaseFiles(JobFolder(str(root), job)).listing().latest == 2
         figures.add("lease takeovers")
         after_taker = counted_files(root, output)
 

@@ -37,7 +37,7 @@ def test_the_wheel_has_no_top_level_runtime_package(wheel):
     top = {name.split("/")[0] for name in names if not name.split("/")[0].endswith((".dist-info", ".data"))}
     assert top == {"spark_checkpoint_runtime", "airflow_checkpoint_provider"}
     assert "spark_checkpoint_runtime/job.py" in names
-    assert "spark_checkpoint_runtime/layout/job_storage.py" in names  # subpackages are listed in pyproject
+    assert "spark_checkpoint_runtime/layout/job_folder.py" in names  # subpackages are listed in pyproject
     assert "spark_checkpoint_runtime/state_files/rocksdb.py" in names
     assert "airflow_checkpoint_provider/ui/app.py" in names and "airflow_checkpoint_provider/plugins.py" in names
     assert {"spark_checkpoint_runtime/py.typed", "airflow_checkpoint_provider/py.typed"} <= set(names), "PEP 561"

@@ -13,7 +13,7 @@ import pytest
 
 from spark_checkpoint_runtime.errors import ExistingOutput
 from spark_checkpoint_runtime.fingerprint import IncompatibleRestore
-from spark_checkpoint_runtime.layout import CheckpointStorage
+from spark_checkpoint_runtime.layout import JobFolder
 from tests.conftest import final_counts, published_rows, tree_state
 from tests.conftest import run_job as run
 
@@ -32,11 +32,11 @@ def test_retention_keeps_num_retained_and_exactly_the_referenced_shared_files(sp
         num_retained="2",
     )
     assert len(result["checkpoints_completed"]) >= 5
-    storage = CheckpointStorage(str(tmp_path / "root"), "retained")
+    storage = JobFolder(str(tmp_path / "root"), "retained")
     folders = sorted(p.name for p in (tmp_path / "root" / "retained").glob("chk-*"))
     assert folders == [f"chk-{i}" for i in result["checkpoints_completed"][-2:]]
-    referenced = {f.path for meta in storage.completed_checkpoints() for f in meta.files if f.shared}
-    on_disk = set(storage.shared_files())
+    referenced = {f.path for meta in storage.checkpoints.completed() for f in meta.files if f.shared}
+    on_disk = set(storage.checkpoints.shared_files())
     assert referenced and referenced == on_disk, "no unreferenced shared file, none referenced missing"
     assert (tmp_path / "work" / "retained").exists() and not any((tmp_path / "work" / "retained").iterdir())
 
@@ -272,7 +272,7 @@ def test_a_shared_file_deleted_behind_a_running_jobs_back_never_costs_the_last_v
 ):
     """A state file that later checkpoints keep referencing disappears mid-run. Retention keeps the newest
     valid checkpoint, the next checkpoint stores the file again, and a restore from latest is exact."""
-    storage = CheckpointStorage(str(tmp_path / "root"), "vanishing")
+    storage = JobFolder(str(tmp_path / "root"), "vanishing")
     landing.add_files(2)
     deleted: dict[str, str] = {}
     stop = threading.Event()
@@ -283,7 +283,7 @@ def test_a_shared_file_deleted_behind_a_running_jobs_back_never_costs_the_last_v
             if time.monotonic() >= next_file:
                 landing.add_file()
                 next_file += 0.7
-            metas = storage.completed_checkpoints() if not deleted else []
+            metas = storage.checkpoints.completed() if not deleted else []
             if len(metas) >= 2:
                 earlier = {f.path for f in metas[0].files}
                 new = [
@@ -314,7 +314,7 @@ def test_a_shared_file_deleted_behind_a_running_jobs_back_never_costs_the_last_v
         thread.join()
     assert deleted, "the test deleted a shared state file while the job ran"
     assert "lists shared files that are gone" in caplog_info.text
-    latest = storage.latest_valid_checkpoint()
+    latest = storage.checkpoints.latest_valid()
     assert latest is not None and latest.metadata.id == result["checkpoint_id"]
     assert any(f.path == deleted["path"] for f in latest.metadata.files), "stored again under its own name"
     landing.add_files(1)

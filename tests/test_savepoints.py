@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from spark_checkpoint_runtime.fingerprint import IncompatibleRestore
-from spark_checkpoint_runtime.layout import CheckpointStorage, ControlChannel
+from spark_checkpoint_runtime.layout import ControlChannel, JobFolder
 from spark_checkpoint_runtime.options import parse_options
 from spark_checkpoint_runtime.retention import apply_job_retention, plan_job_retention
 from spark_checkpoint_runtime.run import StreamingJob
@@ -55,7 +55,7 @@ def test_savepoint_upgrade_lifecycle(spark, tmp_path: Path, landing: Landing):
         savepoint_targets=str(tmp_path / "targets"),  # savepoints may go there, besides the checkpoint root
     )
     v1 = start_module(v1_args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    control = ControlChannel(CheckpointStorage(str(root), "counts"))
+    control = ControlChannel(JobFolder(str(root), "counts"))
     wait_for(lambda: completed_checkpoints(root, "counts") and control.live_runs(), 180, "v1 running", v1)
 
     # A savepoint into a target directory while v1 keeps running.
@@ -152,11 +152,11 @@ def test_savepoint_upgrade_lifecycle(spark, tmp_path: Path, landing: Landing):
     assert stats["summary"]["duration_ms"]["max"] is not None and stats["history"]
 
     # Retention with num_retained=1 keeps the savepoint (and the savepoint stays restorable).
-    storage = CheckpointStorage(str(root), "counts")
+    storage = JobFolder(str(root), "counts")
     plan = plan_job_retention(storage, num_retained=1, orphan_grace=0, now=__import__("time").time())
     apply_job_retention(storage, plan)
     assert len(completed_checkpoints(root, "counts")) == 1
-    assert storage.savepoint_names() == ["savepoint-upgrade-1"]
+    assert storage.savepoints.names() == ["savepoint-upgrade-1"]
     assert storage.resolve_snapshot(savepoint_url).metadata.kind == "savepoint"
 
 
@@ -176,8 +176,8 @@ def test_claim_mode_deletes_the_restored_savepoint_after_the_first_checkpoint(sp
     )
     StreamingJob(parse_options(args), spark).run()
     # Take a savepoint of the finished job's latest checkpoint by restoring it into a savepoint folder.
-    storage = CheckpointStorage(str(root), "claimed")
-    latest = storage.latest_valid_checkpoint()
+    storage = JobFolder(str(root), "claimed")
+    latest = storage.checkpoints.latest_valid()
     folder = SavepointFolder(str(tmp_path / "sp"))
     for entry in latest.metadata.files:
         target = Path(folder.file_path(entry.target))
@@ -239,7 +239,7 @@ def test_a_rocksdb_savepoint_copied_elsewhere_restores_exact_counts_and_stays_un
             start_new_session=True,
         )
     try:
-        control = ControlChannel(CheckpointStorage(str(root), "rocks"))
+        control = ControlChannel(JobFolder(str(root), "rocks"))
         running = lambda: len(completed_checkpoints(root, "rocks")) >= 3 and control.live_runs()  # noqa: E731
         wait_for(running, 180, "v1 running", v1)
         savepoint_cli = ["savepoint", "--job-name", "rocks", "--checkpoint-root", str(root), "--stop"]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from spark_checkpoint_runtime.fingerprint import IncompatibleRestore
-from spark_checkpoint_runtime.layout import CheckpointStorage
+from spark_checkpoint_runtime.layout import JobFolder
 from tests.conftest import job_args
 from tests.state_matrix import FAMILIES, STATE_CONFS, STORES, Family, store_args
 
@@ -121,7 +121,7 @@ def test_inspect_shows_each_stateful_operator_with_store_partitions_and_bytes(
 
     landing.add_files(2)
     run_family(spark, tmp_path, landing, FAMILIES["chained"], "rocksdb")
-    report = inspect_job(CheckpointStorage(str(tmp_path / "root"), "stateful"))
+    report = inspect_job(JobFolder(str(tmp_path / "root"), "stateful"))
     operators = report["latest"]["operators"]
     assert [op["kind"] for op in operators] == ["aggregation", "deduplication"]  # Spark numbers them top-down
     assert {op["store"] for op in operators} == {"RocksDBStateStoreProvider"}

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from spark_checkpoint_runtime.errors import JobFailed
-from spark_checkpoint_runtime.layout import CheckpointStorage
+from spark_checkpoint_runtime.layout import JobFolder
 from tests import figures
 from tests.conftest import Landing, final_counts, published_rows, run_job
 from tests.faulty_fs import FaultPlan, install
@@ -34,7 +34,7 @@ def assert_exactly_once(tmp_path: Path, landing: Landing) -> None:
 
 
 def completed_ids(tmp_path: Path, job: str) -> list[int]:
-    return [m.id for m in CheckpointStorage(str(tmp_path / "root"), job).completed_checkpoints()]
+    return [m.id for m in JobFolder(str(tmp_path / "root"), job).checkpoints.completed()]
 
 
 @pytest.mark.parametrize(
@@ -90,8 +90,8 @@ def test_failed_retention_deletes_leave_garbage_not_damage(spark, tmp_path, land
     result = run_job(spark, "undeletable", tmp_path, landing, checkpoint_root=faulty_root(tmp_path), **stateful)
     figures.add("storage faults injected", plan.injected)
     assert plan.injected == 3 and result["status"] == "finished"
-    storage = CheckpointStorage(str(tmp_path / "root"), "undeletable")
-    latest = storage.latest_valid_checkpoint()
+    storage = JobFolder(str(tmp_path / "root"), "undeletable")
+    latest = storage.checkpoints.latest_valid()
     assert latest is not None and latest.metadata.id == result["checkpoint_id"]
     landing.add_files(1)
     again = run_job(spark, "undeletable", tmp_path, landing, checkpoint_root=faulty_root(tmp_path), **stateful)

@@ -11,7 +11,7 @@ import pytest
 from fsspec.implementations.local import LocalFileSystem
 
 from spark_checkpoint_runtime.layout import (
-    CheckpointStorage,
+    JobFolder,
     StoreNotExclusive,
     create_exclusively,
     probe_exclusive_create,
@@ -87,7 +87,7 @@ def test_a_store_without_exclusive_create_is_refused_and_left_untouched(tmp_path
     fsspec.register_implementation(store.protocol, store, clobber=True)
     (tmp_path / "root").mkdir()
     before = tree_state(tmp_path)
-    storage = CheckpointStorage(f"{store.protocol}://{tmp_path}/root", "orders")
+    storage = JobFolder(f"{store.protocol}://{tmp_path}/root", "orders")
     with pytest.raises(StoreNotExclusive) as refused:
         storage.check_exclusive_create()
     message = str(refused.value)
@@ -96,7 +96,7 @@ def test_a_store_without_exclusive_create_is_refused_and_left_untouched(tmp_path
 
 
 def test_a_local_disk_and_a_conditional_put_pass_the_probe(tmp_path: Path):
-    storage = CheckpointStorage(str(tmp_path / "root"), "orders")
+    storage = JobFolder(str(tmp_path / "root"), "orders")
     storage.check_exclusive_create()
     assert tree_state(tmp_path / "root") == {}, "the probe leaves no file behind"
     fsspec.register_implementation(LostResponse.protocol, LostResponse, clobber=True)
@@ -117,4 +117,4 @@ def test_a_local_mount_without_hard_links_is_refused_at_start(tmp_path: Path, mo
 
     monkeypatch.setattr(os, "link", no_links)  # a FUSE mount's answer; no such mount can be made here
     with pytest.raises(StoreNotExclusive, match="hard links unsupported"):
-        CheckpointStorage(str(tmp_path / "root"), "orders").check_exclusive_create()
+        JobFolder(str(tmp_path / "root"), "orders").check_exclusive_create()

@@ -21,7 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from spark_checkpoint_runtime.layout import CheckpointStorage, LeaseFiles
+from spark_checkpoint_runtime.layout import JobFolder, LeaseFiles
 from tests.conftest import REPO, VENV_BIN
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -84,7 +84,7 @@ def test_the_ui_demo_prints_its_url_lands_events_and_stops_everything_on_ctrl_c(
         for command in (("dags", "unpause", "restore_automation"), ("dags", "trigger", "restore_automation")):
             done = subprocess.run([str(VENV_BIN / "airflow"), *command], env=cli, capture_output=True, text=True)
             assert done.returncode == 0, done.stderr[-2000:]
-        lease = LeaseFiles(CheckpointStorage(str(home / "checkpoints"), "event-counts"))
+        lease = LeaseFiles(JobFolder(str(home / "checkpoints"), "event-counts"))
         grant = until(lambda: lease.unreleased_grant(), 300, "the triggered run's Spark job", demo)
         driver = psutil.Process(grant["pid"])
         landing = home / "landing"

@@ -11,9 +11,9 @@ import pytest
 from spark_checkpoint_runtime.durations import format_bytes, parse_duration
 from spark_checkpoint_runtime.layout import (
     CheckpointFormatError,
-    CheckpointStorage,
     DamagedCheckpoint,
     FileEntry,
+    JobFolder,
     NoValidCheckpoint,
     validate_job_name,
 )
@@ -106,17 +106,17 @@ def test_job_names_cannot_escape_the_root(name):
 
 
 def test_metadata_roundtrip_and_latest_skips_damaged(tmp_path: Path, caplog):
-    storage = CheckpointStorage(str(tmp_path), "j")
+    storage = JobFolder(str(tmp_path), "j")
     write_checkpoint(storage, 1, ["state/0/0/1.delta"])
     write_checkpoint(storage, 2, ["state/0/0/1.delta", "state/0/0/2.delta"])
     third = write_checkpoint(storage, 3, ["state/0/0/1.delta", "state/0/0/3.delta"])
-    assert storage.latest_valid_checkpoint().metadata.id == 3
-    assert storage.read_checkpoint(3).files == third.files
+    assert storage.checkpoints.latest_valid().metadata.id == 3
+    assert storage.checkpoints.read(3).files == third.files
     # A missing shared file makes chk-3 invalid; a truncated _metadata makes chk-2 invalid.
-    storage.fs.rm_file(storage.job_file(storage.shared_relative_file("r1", "state/0/0/3.delta")))
+    storage.fs.rm_file(storage.job_file(storage.checkpoints.shared_relative_file("r1", "state/0/0/3.delta")))
     metadata = tmp_path / "j" / "chk-2" / "_metadata"
     metadata.write_text(metadata.read_text()[:40])
-    found = storage.latest_valid_checkpoint()
+    found = storage.checkpoints.latest_valid()
     assert found.metadata.id == 1
     assert "chk-3: missing shared/r1/state/0/0/3.delta" in caplog.text
     assert "chk-2: _metadata is not valid JSON" in caplog.text
@@ -124,7 +124,7 @@ def test_metadata_roundtrip_and_latest_skips_damaged(tmp_path: Path, caplog):
     # With every checkpoint damaged, "latest" refuses instead of starting from empty state.
     (tmp_path / "j" / "chk-1" / "_metadata").write_text("")
     with pytest.raises(NoValidCheckpoint, match="no valid checkpoint .*--restore-from none"):
-        storage.latest_valid_checkpoint()
+        storage.checkpoints.latest_valid()
 
 
 @pytest.mark.parametrize(
@@ -138,18 +138,18 @@ def test_metadata_roundtrip_and_latest_skips_damaged(tmp_path: Path, caplog):
     ],
 )
 def test_hostile_metadata_is_rejected(tmp_path: Path, mutate, reason):
-    storage = CheckpointStorage(str(tmp_path), "j")
+    storage = JobFolder(str(tmp_path), "j")
     write_checkpoint(storage, 1, [])
     path = tmp_path / "j" / "chk-1" / "_metadata"
     data = json.loads(path.read_text())
     mutate(data)
     path.write_text(json.dumps(data))
     with pytest.raises(DamagedCheckpoint, match=reason):
-        storage.validate_checkpoint(1)
+        storage.checkpoints.validate(1)
 
 
 def test_restore_paths_must_be_this_jobs_checkpoints(tmp_path: Path):
-    storage = CheckpointStorage(str(tmp_path / "root"), "j")
+    storage = JobFolder(str(tmp_path / "root"), "j")
     write_checkpoint(storage, 1, [])
     assert storage.resolve_snapshot(str(tmp_path / "root" / "j" / "chk-1")).metadata.id == 1
     assert storage.resolve_snapshot(f"file://{tmp_path}/root/j/chk-1/_metadata").metadata.id == 1
@@ -287,7 +287,7 @@ def test_restore_links_local_files_instead_of_copying(tmp_path):
     from spark_checkpoint_runtime.snapshot import materialize
     from spark_checkpoint_runtime.working_copy import WorkingCopy
 
-    storage = CheckpointStorage(str(tmp_path / "root"), "j")
+    storage = JobFolder(str(tmp_path / "root"), "j")
     write_checkpoint(storage, 1, ["state/0/0/1.delta", "sources/0/0"])
     point = resolve_restore_point(storage, "latest")
     working = WorkingCopy(str(tmp_path / "work"), "j", "run-2")
@@ -323,7 +323,7 @@ def test_a_working_folder_off_the_local_disk_is_frozen_by_size_checked_copies(tm
     frozen = snap.sources["state/0/1/1.delta"]
     assert frozen.startswith(working.frozen_path) and working.fs.cat_file(frozen) == b"\x01" * 11
     working.fs.rm(working.file_path("state/0/1/1.delta"))  # Spark's maintenance deletes it mid-upload
-    storage = CheckpointStorage(str(tmp_path / "root"), "j")
+    storage = JobFolder(str(tmp_path / "root"), "j")
     stored = upload(snap, working, storage, "run-1", StoredFiles(), threading.Event())
     assert {e.target: e.size for e in stored.entries if e.shared} == {"state/0/0/1.delta": 10, "state/0/1/1.delta": 11}
     working.release("chk-1")
@@ -365,9 +365,9 @@ def test_reports_keep_only_the_newest_of_each_kind(tmp_path):
     import os
     import time
 
-    from spark_checkpoint_runtime.layout import CheckpointStorage
+    from spark_checkpoint_runtime.layout import JobFolder
 
-    storage = CheckpointStorage(str(tmp_path), "orders")
+    storage = JobFolder(str(tmp_path), "orders")
     for number in range(5):
         url = storage.write_report("retention", f"run-{number}", {"n": number}, keep=3)
         os.utime(url.removeprefix("file://"), (time.time() - 100 + number, time.time() - 100 + number))
@@ -382,7 +382,7 @@ def test_a_poke_with_nothing_new_lists_only_the_job_folder_and_restore_lists_onl
     from spark_checkpoint_runtime.layout import find_completed_checkpoint
     from tests.conftest import write_checkpoint
 
-    storage = CheckpointStorage(str(tmp_path), "orders")
+    storage = JobFolder(str(tmp_path), "orders")
     for checkpoint_id in (1, 2, 3):
         write_checkpoint(storage, checkpoint_id, [f"state-{checkpoint_id}"])
     unrelated = tmp_path / "orders" / "shared" / "old-run"
@@ -401,7 +401,7 @@ def test_a_poke_with_nothing_new_lists_only_the_job_folder_and_restore_lists_onl
     assert find_completed_checkpoint(storage, newer_than=3) is None
     assert listed == [storage.job_path], listed  # one listing of the job folder, nothing else
     listed.clear()
-    assert storage.latest_valid_checkpoint().metadata.id == 3
+    assert storage.checkpoints.latest_valid().metadata.id == 3
     assert not [p for p in listed if "/shared" in p and not p.endswith("/shared/r1")], listed
 
 

@@ -24,9 +24,9 @@ from airflow.sdk.exceptions import AirflowException
 
 from airflow_checkpoint_provider.hooks.storage_options import CHECKPOINT_STORAGE, storage_options_from
 from spark_checkpoint_runtime.layout import (
-    CheckpointStorage,
     ControlChannel,
     DamagedCheckpoint,
+    JobFolder,
     find_completed_checkpoint,
 )
 
@@ -112,14 +112,14 @@ class CheckpointStorageHook(BaseHook):
         return cls.storage_options_of(await cls.aget_connection(storage_conn_id))
 
     @classmethod
-    async def astorage(cls, storage_conn_id: str | None, checkpoint_root: str, job_name: str) -> CheckpointStorage:
+    async def astorage(cls, storage_conn_id: str | None, checkpoint_root: str, job_name: str) -> JobFolder:
         """Like ``storage``, for triggers: the connection and the filesystem are set up off the event loop."""
         options = await cls.astorage_options(storage_conn_id)
-        return await asyncio.to_thread(CheckpointStorage, checkpoint_root, job_name, options)
+        return await asyncio.to_thread(JobFolder, checkpoint_root, job_name, options)
 
-    def storage(self, checkpoint_root: str, job_name: str) -> CheckpointStorage:
+    def storage(self, checkpoint_root: str, job_name: str) -> JobFolder:
         """The format module's view of one job under ``checkpoint_root``."""
-        return CheckpointStorage(checkpoint_root, job_name, self.storage_options())
+        return JobFolder(checkpoint_root, job_name, self.storage_options())
 
     def control(self, checkpoint_root: str, job_name: str) -> ControlChannel:
         """The job's ``_control/`` channel (stop requests, run reports)."""
@@ -127,26 +127,26 @@ class CheckpointStorageHook(BaseHook):
 
     def list_jobs(self, checkpoint_root: str) -> list[str]:
         """Job folders under a checkpoint root."""
-        return CheckpointStorage(checkpoint_root, "_", self.storage_options()).job_names()
+        return JobFolder(checkpoint_root, "_", self.storage_options()).job_names()
 
     def list_checkpoints(self, checkpoint_root: str, job_name: str) -> list[dict[str, Any]]:
         """Every completed checkpoint (``_metadata`` parses), oldest first, as summaries."""
         storage = self.storage(checkpoint_root, job_name)
         return [
-            {**meta.summary(), "checkpoint_path": storage.url_of(storage.checkpoint_path(meta.id))}
-            for meta in storage.completed_checkpoints()
+            {**meta.summary(), "checkpoint_path": storage.url_of(storage.checkpoints.path(meta.id))}
+            for meta in storage.checkpoints.completed()
         ]
 
     def list_savepoints(self, checkpoint_root: str, job_name: str) -> list[dict[str, Any]]:
         """Every readable savepoint, as summaries with their path."""
         storage = self.storage(checkpoint_root, job_name)
         found = []
-        for name in storage.savepoint_names():
+        for name in storage.savepoints.names():
             try:
-                meta = storage.read_savepoint(name)
+                meta = storage.savepoints.read(name)
             except (DamagedCheckpoint, ValueError):
                 continue
-            found.append({**meta.summary(), "savepoint_path": storage.url_of(storage.savepoint_path(name))})
+            found.append({**meta.summary(), "savepoint_path": storage.url_of(storage.savepoints.path(name))})
         return found
 
     def latest_checkpoint(
@@ -166,4 +166,4 @@ class CheckpointStorageHook(BaseHook):
         """A checkpoint's full ``_metadata`` as a dict."""
         import json
 
-        return json.loads(self.storage(checkpoint_root, job_name).read_checkpoint(checkpoint_id).to_json())
+        return json.loads(self.storage(checkpoint_root, job_name).checkpoints.read(checkpoint_id).to_json())

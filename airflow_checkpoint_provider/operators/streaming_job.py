@@ -380,7 +380,7 @@ class RestoreFromCheckpointOperator(CheckpointedStreamingJobOperator):
         storage = self.storage_hook.storage(self.checkpoint_root, self.job_name)
         if self.restore_from in ("latest", "", None):
             self.restore_from = "latest"
-            if storage.newest_metadata_id() is None and not self.allow_fresh_start:
+            if storage.checkpoints.newest_metadata_id() is None and not self.allow_fresh_start:
                 raise AirflowException(
                     f"{storage.location} has no checkpoint to restore from; set allow_fresh_start=True "
                     "to start from empty state"

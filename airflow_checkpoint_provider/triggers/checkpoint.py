@@ -6,7 +6,7 @@ from typing import Any
 
 from airflow_checkpoint_provider.durations import Duration
 from airflow_checkpoint_provider.triggers.polling import StoragePollingTrigger
-from spark_checkpoint_runtime.layout import CheckpointStorage, find_completed_checkpoint
+from spark_checkpoint_runtime.layout import JobFolder, find_completed_checkpoint
 
 
 class CheckpointTrigger(StoragePollingTrigger):
@@ -43,6 +43,6 @@ class CheckpointTrigger(StoragePollingTrigger):
     def own_kwargs(self) -> dict[str, Any]:
         return {"newer_than": self.newer_than, "completed_after_ms": self.completed_after_ms}
 
-    def poll_once(self, storage: CheckpointStorage) -> list[dict[str, Any]]:
+    def poll_once(self, storage: JobFolder) -> list[dict[str, Any]]:
         found = find_completed_checkpoint(storage, self.newer_than, self.completed_after_ms)
         return [] if found is None else [{"status": "success", "checkpoint": found}]

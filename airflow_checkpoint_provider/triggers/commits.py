@@ -25,21 +25,21 @@ from airflow.triggers.base import BaseEventTrigger
 
 from airflow_checkpoint_provider.durations import Duration
 from airflow_checkpoint_provider.triggers.polling import StoragePollingTrigger
-from spark_checkpoint_runtime.layout import CheckpointStorage, DamagedCheckpoint
+from spark_checkpoint_runtime.layout import DamagedCheckpoint, JobFolder
 
 
-def new_commits(storage: CheckpointStorage, after: int) -> tuple[list[dict[str, Any]], int]:
+def new_commits(storage: JobFolder, after: int) -> tuple[list[dict[str, Any]], int]:
     """Checkpoints newer than ``after`` that published output, oldest first, and the id to continue after.
 
     A folder without ``_metadata`` is in progress only while no later checkpoint completed (the runtime takes
     one checkpoint at a time): the scan stops there and looks again next time. One followed by a completed
     checkpoint was abandoned (a crashed run) and is passed over, so it never holds back later commits.
     """
-    ids = [i for i in storage.checkpoint_ids() if i > after]
+    ids = [i for i in storage.checkpoints.ids() if i > after]
     read: dict[int, Any] = {}
     for checkpoint_id in ids:
         try:
-            read[checkpoint_id] = storage.read_checkpoint(checkpoint_id)
+            read[checkpoint_id] = storage.checkpoints.read(checkpoint_id)
         except DamagedCheckpoint as exc:
             read[checkpoint_id] = None if exc.reason.startswith("no _metadata") else exc
     completed = [i for i in ids if read[i] is not None]
@@ -57,7 +57,7 @@ def new_commits(storage: CheckpointStorage, after: int) -> tuple[list[dict[str, 
                 "checkpoint_id": meta.id,
                 "batch_id": meta.batch_id,
                 "batches": list(meta.staged.batches),
-                "checkpoint_path": storage.url_of(storage.checkpoint_path(meta.id)),
+                "checkpoint_path": storage.url_of(storage.checkpoints.path(meta.id)),
             }
         )
     return commits, seen
@@ -87,11 +87,11 @@ class CheckpointCommitTrigger(StoragePollingTrigger, BaseEventTrigger):
         )
         self._seen = 0
 
-    async def begin(self, storage: CheckpointStorage) -> None:
+    async def begin(self, storage: JobFolder) -> None:
         # Commits from now on: the newest completed checkpoint (not one still in progress) is the start.
-        self._seen = await asyncio.to_thread(storage.newest_metadata_id) or 0
+        self._seen = await asyncio.to_thread(storage.checkpoints.newest_metadata_id) or 0
 
-    def poll_once(self, storage: CheckpointStorage) -> list[dict[str, Any]]:
+    def poll_once(self, storage: JobFolder) -> list[dict[str, Any]]:
         commits, self._seen = new_commits(storage, self._seen)
         return commits
 

@@ -10,8 +10,8 @@ from airflow_checkpoint_provider.durations import Duration
 from airflow_checkpoint_provider.triggers.polling import StoragePollingTrigger
 from spark_checkpoint_runtime.durations import format_duration
 from spark_checkpoint_runtime.layout import (
-    CheckpointStorage,
     ControlChannel,
+    JobFolder,
     LeaseFiles,
     LeaseListing,
     find_completed_checkpoint,
@@ -29,7 +29,7 @@ class RunHealth:
     details: dict[str, Any] = field(default_factory=dict)
 
 
-def how_run_ended(storage: CheckpointStorage, listing: LeaseListing, epoch: int, run_key: str | None) -> str | None:
+def how_run_ended(storage: JobFolder, listing: LeaseListing, epoch: int, run_key: str | None) -> str | None:
     """How the run holding lease ``epoch`` ended, or None while it holds the job: ``taken over`` (a newer
     epoch exists), the status of its run report, or ``released the job``."""
     if listing.latest > epoch:
@@ -58,7 +58,7 @@ def first_run_since(lease: LeaseFiles, listing: LeaseListing, started_after_ms: 
 
 
 def judge_running_job(
-    storage: CheckpointStorage,
+    storage: JobFolder,
     started_after_ms: int,
     window_s: float,
     now_s: float,
@@ -154,7 +154,7 @@ class RunningJobHealthTrigger(StoragePollingTrigger):
             "start_timeout_s": self.start_timeout_s,
         }
 
-    def poll_once(self, storage: CheckpointStorage) -> list[dict[str, Any]]:
+    def poll_once(self, storage: JobFolder) -> list[dict[str, Any]]:
         health = judge_running_job(
             storage, self.started_after_ms, self.window_s, time.time(), self._watched_epoch, self.start_timeout_s
         )

@@ -11,7 +11,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_checkpoint_provider.durations import Duration, to_seconds
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
-from spark_checkpoint_runtime.layout import CheckpointStorage
+from spark_checkpoint_runtime.layout import JobFolder
 
 
 class StoragePollingTrigger(BaseTrigger):
@@ -69,11 +69,11 @@ class StoragePollingTrigger(BaseTrigger):
             },
         )
 
-    async def begin(self, storage: CheckpointStorage) -> None:
+    async def begin(self, storage: JobFolder) -> None:
         """Runs once before the first look, in the event loop (read storage with ``asyncio.to_thread``)."""
 
     @abstractmethod
-    def poll_once(self, storage: CheckpointStorage) -> list[dict[str, Any]]:
+    def poll_once(self, storage: JobFolder) -> list[dict[str, Any]]:
         """One look at storage, in a thread: the payloads of the events to yield (none: look again later)."""
 
     def poll_failed(self, exc: Exception) -> list[dict[str, Any]]:

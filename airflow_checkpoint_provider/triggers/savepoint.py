@@ -7,7 +7,7 @@ from typing import Any
 
 from airflow_checkpoint_provider.durations import Duration, to_seconds
 from airflow_checkpoint_provider.triggers.polling import StoragePollingTrigger
-from spark_checkpoint_runtime.layout import TERMINAL_STATUSES, CheckpointStorage, ControlChannel
+from spark_checkpoint_runtime.layout import TERMINAL_STATUSES, ControlChannel, JobFolder
 
 
 class SavepointTrigger(StoragePollingTrigger):
@@ -51,7 +51,7 @@ class SavepointTrigger(StoragePollingTrigger):
     def own_kwargs(self) -> dict[str, Any]:
         return {"trigger_id": self.trigger_id, "timeout": self.timeout, "started": self.started}
 
-    def poll_once(self, storage: CheckpointStorage) -> list[dict[str, Any]]:
+    def poll_once(self, storage: JobFolder) -> list[dict[str, Any]]:
         answer = ControlChannel(storage).response(self.trigger_id)
         if answer is not None and answer.get("status") in TERMINAL_STATUSES:
             return [answer]

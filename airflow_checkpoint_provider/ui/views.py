@@ -15,7 +15,7 @@ from typing import Any
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
 from airflow_checkpoint_provider.sensors.health import progress_window
 from airflow_checkpoint_provider.ui.roots import ConfiguredRoot
-from spark_checkpoint_runtime.layout import CheckpointMetadata, CheckpointStorage, ControlChannel, DamagedCheckpoint
+from spark_checkpoint_runtime.layout import CheckpointMetadata, ControlChannel, DamagedCheckpoint, JobFolder
 
 # The health sensor's rule with its defaults (10 s interval, 10 min timeout, no tolerable failures): 20 min.
 HEALTH_WINDOW_SECONDS = progress_window(10, 600, 0)
@@ -25,7 +25,7 @@ SHOWN_CHECKPOINTS = 100
 MAX_SHOWN_CHECKPOINTS = 2_000
 
 
-def storage_of(root: ConfiguredRoot, job_name: str) -> CheckpointStorage:
+def storage_of(root: ConfiguredRoot, job_name: str) -> JobFolder:
     """The format module's view of one job under a configured root, with the root's connection."""
     return CheckpointStorageHook(root.conn_id).storage(root.url, job_name)
 
@@ -55,40 +55,40 @@ def _row(meta: CheckpointMetadata, status: str, path: str) -> dict[str, Any]:
     }
 
 
-def _read_one(storage: CheckpointStorage, checkpoint_id: int) -> CheckpointMetadata | DamagedCheckpoint | None:
+def _read_one(storage: JobFolder, checkpoint_id: int) -> CheckpointMetadata | DamagedCheckpoint | None:
     """A checkpoint's ``_metadata``, why it did not parse, or None when there is none yet (in progress)."""
     try:
-        return storage.read_checkpoint(checkpoint_id)
+        return storage.checkpoints.read(checkpoint_id)
     except DamagedCheckpoint as exc:
         return None if exc.reason.startswith("no _metadata") else exc
 
 
-def restore_point(storage: CheckpointStorage, ids: list[int]) -> tuple[dict[str, Any], CheckpointMetadata | None]:
+def restore_point(storage: JobFolder, ids: list[int]) -> tuple[dict[str, Any], CheckpointMetadata | None]:
     """What ``--restore-from latest`` would pick now, each damaged checkpoint it would skip and why, and the
     picked checkpoint's metadata.
 
-    The runtime's own newest-first walk (``iter_valid_checkpoints``), stopped at the first valid checkpoint, so
+    The runtime's own newest-first walk (``checkpoints.iter_valid``), stopped at the first valid checkpoint, so
     it reads only what ``latest`` reads; a folder without ``_metadata`` (in progress) is skipped silently.
-    ``ids``: the job's ``checkpoint_ids()``, already listed.
+    ``ids``: the job's ``checkpoints.ids()``, already listed.
     """
     damaged: list[dict[str, Any]] = []
-    for checkpoint_id, result in storage.iter_valid_checkpoints(ids=ids):
+    for checkpoint_id, result in storage.checkpoints.iter_valid(ids=ids):
         if isinstance(result, DamagedCheckpoint):
             if not result.reason.startswith("no _metadata"):
                 damaged.append({"id": checkpoint_id, "reason": result.reason})
             continue
-        path = storage.url_of(storage.checkpoint_path(checkpoint_id))
+        path = storage.url_of(storage.checkpoints.path(checkpoint_id))
         return {"id": checkpoint_id, "path": path, "damaged": damaged}, result
     return {"id": None, "path": None, "damaged": damaged}, None
 
 
-def _savepoints(storage: CheckpointStorage) -> list[dict[str, Any]]:
+def _savepoints(storage: JobFolder) -> list[dict[str, Any]]:
     rows = []
-    for name in storage.savepoint_names():
+    for name in storage.savepoints.names():
         path = name  # a folder whose name breaks the rules has no path of ours to show
         try:
-            path = storage.url_of(storage.savepoint_path(name))
-            rows.append(_row(storage.read_savepoint(name), "savepoint", path))
+            path = storage.url_of(storage.savepoints.path(name))
+            rows.append(_row(storage.savepoints.read(name), "savepoint", path))
         except (DamagedCheckpoint, ValueError) as exc:
             rows.append({"id": None, "kind": "savepoint", "status": f"damaged: {exc}", "path": path})
     return rows
@@ -107,14 +107,14 @@ def health(latest: dict[str, Any] | None, any_damaged: bool, now_s: float) -> di
 def job_history(root: ConfiguredRoot, job_name: str, limit: int = SHOWN_CHECKPOINTS) -> dict[str, Any]:
     """One job: its newest ``limit`` checkpoints and every savepoint, the restore point, health and live runs."""
     storage = storage_of(root, job_name)
-    ids = storage.checkpoint_ids()
+    ids = storage.checkpoints.ids()
     shown_ids = ids[-max(1, min(limit, MAX_SHOWN_CHECKPOINTS)) :]
     read = {checkpoint_id: _read_one(storage, checkpoint_id) for checkpoint_id in shown_ids}
     point, _ = restore_point(storage, ids)
     damaged = {d["id"]: d["reason"] for d in point["damaged"]}
     checkpoints = []
     for checkpoint_id in shown_ids:
-        meta, path = read[checkpoint_id], storage.url_of(storage.checkpoint_path(checkpoint_id))
+        meta, path = read[checkpoint_id], storage.url_of(storage.checkpoints.path(checkpoint_id))
         if meta is None:
             checkpoints.append({"id": checkpoint_id, "kind": "checkpoint", "status": "in progress", "path": path})
         elif isinstance(meta, DamagedCheckpoint):
@@ -148,7 +148,7 @@ def job_history(root: ConfiguredRoot, job_name: str, limit: int = SHOWN_CHECKPOI
 def job_summary(root: ConfiguredRoot, job_name: str) -> dict[str, Any]:
     """One row of the job list. Reads only what the restore point needs, not the whole history."""
     storage = storage_of(root, job_name)
-    ids = storage.checkpoint_ids()
+    ids = storage.checkpoints.ids()
     point, meta = restore_point(storage, ids)
     latest = _row(meta, "restore point", point["path"]) if meta is not None else None
     return {
@@ -160,7 +160,7 @@ def job_summary(root: ConfiguredRoot, job_name: str) -> dict[str, Any]:
         "latest_completed": latest["completed"] if latest else None,
         "damaged_checkpoints": len(point["damaged"]),
         "retained_checkpoints": len(ids),
-        "savepoints": len(storage.savepoint_names()),
+        "savepoints": len(storage.savepoints.names()),
         "running": bool(ControlChannel(storage).live_runs()),
     }
 

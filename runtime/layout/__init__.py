@@ -21,15 +21,22 @@ One concept per module:
 - ``metadata``: ``_metadata`` (``CheckpointMetadata``, ``FileEntry``) and a validated snapshot;
 - ``lineage``: which ids (and published output) belong to a history; the staged output a snapshot publishes;
 - ``store``: opening a URL, exclusive create, metadata-first deletes;
-- ``job_storage``: one job's folder (``CheckpointStorage``): listing, validation, "latest", discards;
-- ``savepoints``: self-contained, relocatable savepoint folders;
-- ``control``: requests from Airflow and the runtime's answers (``ControlChannel``);
+- ``job_folder``: one job's folder (``JobFolder``), the entry point: paths, listing, deletes, the next id,
+  resolving a restore location;
+- ``completed_checkpoints``: its checkpoints (``JobFolder.checkpoints``): reading, validation, "latest",
+  writing, discards;
+- ``savepoints``: its savepoints (``JobFolder.savepoints``) and self-contained, relocatable savepoint folders;
+- ``control``: requests from Airflow and the runtime's answers (``ControlChannel(job_folder)``);
 - ``lease_files``: the files behind the job lease;
 - ``errors``: what goes wrong reading the format.
 
 Everything is importable from ``spark_checkpoint_runtime.layout`` itself.
 """
 
+from spark_checkpoint_runtime.layout.completed_checkpoints import (
+    CompletedCheckpoints,
+    find_completed_checkpoint,
+)
 from spark_checkpoint_runtime.layout.control import (
     HEARTBEAT_SECONDS,
     HEARTBEAT_STALE_SECONDS,
@@ -43,9 +50,8 @@ from spark_checkpoint_runtime.layout.errors import (
     DamagedCheckpoint,
     NoValidCheckpoint,
 )
-from spark_checkpoint_runtime.layout.job_storage import (
-    CheckpointStorage,
-    find_completed_checkpoint,
+from spark_checkpoint_runtime.layout.job_folder import (
+    JobFolder,
 )
 from spark_checkpoint_runtime.layout.lease_files import (
     LeaseFiles,
@@ -82,6 +88,7 @@ from spark_checkpoint_runtime.layout.names import (
 )
 from spark_checkpoint_runtime.layout.savepoints import (
     SavepointFolder,
+    Savepoints,
 )
 from spark_checkpoint_runtime.layout.store import (
     SnapshotExists,
@@ -99,7 +106,7 @@ __all__ = [
     "CONTROL_DIR",
     "CheckpointFormatError",
     "CheckpointMetadata",
-    "CheckpointStorage",
+    "CompletedCheckpoints",
     "ControlChannel",
     "ControlPoll",
     "ControlRequest",
@@ -108,6 +115,7 @@ __all__ = [
     "FileEntry",
     "HEARTBEAT_SECONDS",
     "HEARTBEAT_STALE_SECONDS",
+    "JobFolder",
     "KINDS",
     "LeaseFiles",
     "Lineage",
@@ -118,6 +126,7 @@ __all__ = [
     "SAVEPOINTS_DIR",
     "SHARED_DIR",
     "SavepointFolder",
+    "Savepoints",
     "SnapshotExists",
     "StagedOutput",
     "StoreNotExclusive",

@@ -7,14 +7,16 @@ import logging
 import posixpath
 import uuid
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spark_checkpoint_runtime.layout.errors import CheckpointFormatError
-from spark_checkpoint_runtime.layout.job_storage import CheckpointStorage
 from spark_checkpoint_runtime.layout.metadata import now_ms
-from spark_checkpoint_runtime.layout.names import relative_to, validate_key
+from spark_checkpoint_runtime.layout.names import CONTROL_DIR, relative_to, validate_key
 from spark_checkpoint_runtime.layout.store import delete_each, is_object_store, modified_time
 from spark_checkpoint_runtime.layout.untrusted import int_field, read_json_object
+
+if TYPE_CHECKING:
+    from spark_checkpoint_runtime.layout.job_folder import JobFolder
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +92,11 @@ class ControlPoll:
     lease_names: list[str]
 
 
+def control_path(job: JobFolder) -> str:
+    """The job's ``_control/`` folder (also where the store's exclusive create is probed)."""
+    return posixpath.join(job.job_path, CONTROL_DIR)
+
+
 def _modified(fs: Any, path: str) -> float | None:
     try:
         return modified_time(fs.info(path))
@@ -106,10 +113,10 @@ class ControlChannel:
     with that key, for a driver that no longer answers requests: the driver itself never reads them).
     """
 
-    def __init__(self, storage: CheckpointStorage):
+    def __init__(self, storage: JobFolder):
         self.storage = storage
         self.fs = storage.fs
-        self.base = storage.control_path
+        self.base = control_path(storage)
 
     def _path(self, kind: str, key: str) -> str:
         return posixpath.join(self.base, kind, f"{validate_key(key, 'key')}.json")

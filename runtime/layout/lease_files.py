@@ -7,14 +7,16 @@ import logging
 import posixpath
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from spark_checkpoint_runtime.layout.control import LEASE_FOLDER
+from spark_checkpoint_runtime.layout.control import LEASE_FOLDER, control_path
 from spark_checkpoint_runtime.layout.errors import CheckpointFormatError
-from spark_checkpoint_runtime.layout.job_storage import CheckpointStorage
 from spark_checkpoint_runtime.layout.names import validate_key
 from spark_checkpoint_runtime.layout.store import create_exclusively, delete_each, modified_time
 from spark_checkpoint_runtime.layout.untrusted import int_field, read_json_object
+
+if TYPE_CHECKING:
+    from spark_checkpoint_runtime.layout.job_folder import JobFolder
 
 log = logging.getLogger(__name__)
 MAX_GRANT_BYTES = 16 * 1024
@@ -42,9 +44,9 @@ class LeaseFiles:
     creates ``N+1.json`` first holds the job (see ``spark_checkpoint_runtime.lease`` for the rules).
     """
 
-    def __init__(self, storage: CheckpointStorage):
+    def __init__(self, storage: JobFolder):
         self.fs = storage.fs
-        self.base = posixpath.join(storage.control_path, LEASE_FOLDER)
+        self.base = posixpath.join(control_path(storage), LEASE_FOLDER)
 
     def _path(self, epoch: int, suffix: str) -> str:
         return posixpath.join(self.base, f"{int(epoch):012d}.{suffix}")

@@ -1,9 +1,12 @@
-"""Savepoint folders: self-contained and relocatable (every path in ``_metadata`` is relative to the folder)."""
+"""Savepoints: a job's ``savepoints/`` folder, and savepoint folders anywhere (self-contained and relocatable:
+every path in ``_metadata`` is relative to the folder)."""
 
 from __future__ import annotations
 
 import posixpath
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import fsspec
 
 from spark_checkpoint_runtime.layout.errors import CheckpointFormatError, DamagedCheckpoint
 from spark_checkpoint_runtime.layout.metadata import (
@@ -13,9 +16,27 @@ from spark_checkpoint_runtime.layout.metadata import (
     missing_files,
     read_metadata,
 )
-from spark_checkpoint_runtime.layout.names import METADATA_FILE, relative_to, safe_relative_path
+from spark_checkpoint_runtime.layout.names import (
+    METADATA_FILE,
+    SAVEPOINTS_DIR,
+    normalized_location,
+    relative_to,
+    safe_relative_path,
+    validate_key,
+)
 from spark_checkpoint_runtime.layout.store import delete_each, discard_folders, open_url, write_metadata_atomically
 from spark_checkpoint_runtime.layout.untrusted import UntrustedJson, read_json_object
+
+if TYPE_CHECKING:
+    from spark_checkpoint_runtime.layout.job_folder import JobFolder
+
+
+def _read_savepoint_metadata(fs: fsspec.AbstractFileSystem, path: str) -> CheckpointMetadata:
+    """``<path>/_metadata``, which must be a savepoint's; ``DamagedCheckpoint`` otherwise."""
+    meta = read_metadata(fs, path)
+    if meta.kind != "savepoint":
+        raise DamagedCheckpoint(fs.unstrip_protocol(path), f"_metadata says {meta.kind}, not savepoint")
+    return meta
 
 
 class SavepointFolder:
@@ -61,10 +82,7 @@ class SavepointFolder:
         return self.fs.exists(posixpath.join(self.path, METADATA_FILE))
 
     def read_metadata(self) -> CheckpointMetadata:
-        meta = read_metadata(self.fs, self.path)
-        if meta.kind != "savepoint":
-            raise DamagedCheckpoint(self.url, f"_metadata says {meta.kind}, not savepoint")
-        return meta
+        return _read_savepoint_metadata(self.fs, self.path)
 
     def validate(self) -> ValidCheckpoint:
         """Metadata of a savepoint whose files all exist with the recorded sizes; raise otherwise."""
@@ -111,3 +129,73 @@ class SavepointFolder:
                     self.fs.rmdir(folder)
             except (FileNotFoundError, OSError):
                 continue
+
+
+class Savepoints:
+    """The savepoints in one job folder (``job.savepoints``): ``savepoints/<name>/``, never deleted by
+    checkpoint retention; and where a requested savepoint may go."""
+
+    def __init__(self, job: JobFolder):
+        self.job = job
+
+    @property
+    def base(self) -> str:
+        """The job's ``savepoints/`` folder."""
+        return posixpath.join(self.job.job_path, SAVEPOINTS_DIR)
+
+    def path(self, name: str) -> str:
+        """The folder of savepoint ``name`` under ``savepoints/``."""
+        return posixpath.join(self.base, validate_key(name, "savepoint name"))
+
+    def names(self) -> list[str]:
+        """Folder names under ``savepoints/``, sorted."""
+        try:
+            entries = self.job.fs.ls(self.base, detail=False)
+        except FileNotFoundError:
+            return []
+        return sorted(posixpath.basename(e.rstrip("/")) for e in entries)
+
+    def read(self, name: str) -> CheckpointMetadata:
+        """Read and parse ``savepoints/<name>/_metadata``; ``DamagedCheckpoint`` if missing, malformed or not a
+        savepoint's."""
+        return _read_savepoint_metadata(self.job.fs, self.path(name))
+
+    def ids(self) -> list[int]:
+        """The id of every readable savepoint here (checkpoints and savepoints share one counter)."""
+        ids = []
+        for name in self.names():
+            try:
+                ids.append(self.read(name).id)
+            except (DamagedCheckpoint, ValueError):
+                continue
+        return ids
+
+    def discard(self, names: list[str], listed_files: list[str] | None = None) -> None:
+        """Delete savepoint folders, every ``_metadata`` first; ``listed_files`` as in
+        ``JobFolder.discard_snapshots``."""
+        self.job.discard_snapshots([self.path(name) for name in names], listed_files)
+
+    def check_target(self, target: str | None, prefixes: list[str]) -> None:
+        """Refuse (``CheckpointFormatError``) a savepoint ``target`` outside the checkpoint root and ``prefixes``.
+
+        Whoever can write a control request must not make the job write its state anywhere it likes.
+        """
+        if target is None:
+            return
+        allowed = [self.job.root_url, *prefixes]
+        wanted = normalized_location(target)
+        for prefix in map(normalized_location, allowed):
+            if wanted == prefix or wanted.startswith(prefix.rstrip("/") + "/"):
+                return
+        raise CheckpointFormatError(
+            f"target_directory {target!r} is not under the job's checkpoint root or a --savepoint-targets prefix "
+            f"({', '.join(allowed)}); start the job with --savepoint-targets to allow it"
+        )
+
+    def folder_for(self, trigger_id: str, target_directory: str | None = None) -> SavepointFolder:
+        """Where the savepoint for ``trigger_id`` goes: ``target_directory`` or ``<job>/savepoints/``."""
+        name = f"savepoint-{validate_key(trigger_id, 'trigger id')}"
+        storage_options = self.job.storage_options
+        if target_directory:
+            return SavepointFolder(posixpath.join(target_directory.rstrip("/"), name), storage_options)
+        return SavepointFolder(self.job.url_of(posixpath.join(self.base, name)), storage_options)

@@ -14,9 +14,9 @@ from spark_checkpoint_runtime.errors import JobFailed
 from spark_checkpoint_runtime.layout import (
     CheckpointFormatError,
     CheckpointMetadata,
-    CheckpointStorage,
     ControlChannel,
     ControlRequest,
+    JobFolder,
     SavepointFolder,
 )
 from spark_checkpoint_runtime.options import JobOptions
@@ -32,10 +32,10 @@ log = logging.getLogger(__name__)
 CONTROL_POLL_SECONDS = 9.0
 
 
-def check_savepoint_target(storage: CheckpointStorage, options: JobOptions, target: str | None) -> None:
+def check_savepoint_target(storage: JobFolder, options: JobOptions, target: str | None) -> None:
     """A savepoint may go under the job's checkpoint root or a ``--savepoint-targets`` prefix, nowhere else."""
     prefixes = [t.strip() for t in options.savepoint_targets.split(",") if t.strip()]
-    storage.check_savepoint_target(target, prefixes)
+    storage.savepoints.check_target(target, prefixes)
 
 
 class ControlRequests:
@@ -94,7 +94,7 @@ class ControlRequests:
             storage = self.coordinator.storage
             try:
                 check_savepoint_target(storage, self.options, request.target_directory)
-                folder = storage.default_savepoint_folder(request.trigger_id, request.target_directory)
+                folder = storage.savepoints.folder_for(request.trigger_id, request.target_directory)
             except CheckpointFormatError as exc:
                 control.respond(request.trigger_id, {"status": "rejected", "reason": str(exc)})
                 continue

@@ -7,7 +7,7 @@ from typing import Any
 
 from spark_checkpoint_runtime.coordinator import CheckpointCoordinator
 from spark_checkpoint_runtime.errors import JobFailed
-from spark_checkpoint_runtime.layout import CheckpointMetadata, CheckpointStorage
+from spark_checkpoint_runtime.layout import CheckpointMetadata, JobFolder
 from spark_checkpoint_runtime.options import JobOptions
 from spark_checkpoint_runtime.restore import RestorePoint
 from spark_checkpoint_runtime.retention import apply_externalized_retention, externalized_retention_discards
@@ -48,7 +48,7 @@ def final_checkpoint(
     )
 
 
-def externalized_retention(storage: CheckpointStorage, fence: RunFence, options: JobOptions, outcome: str) -> None:
+def externalized_retention(storage: JobFolder, fence: RunFence, options: JobOptions, outcome: str) -> None:
     """Flink's externalized-checkpoint policy, only while this run still holds the job (it deletes)."""
     if not externalized_retention_discards(options.externalized_retention, outcome):
         return
@@ -58,7 +58,7 @@ def externalized_retention(storage: CheckpointStorage, fence: RunFence, options:
 
 
 def run_report(
-    storage: CheckpointStorage,
+    storage: JobFolder,
     options: JobOptions,
     state: RunState,
     point: RestorePoint | None,
@@ -74,7 +74,7 @@ def run_report(
         "run_id": state.run_id,
         "status": outcome,
         "checkpoint_id": latest.id if latest else None,
-        "checkpoint_path": storage.url_of(storage.checkpoint_path(latest.id)) if latest else None,
+        "checkpoint_path": storage.url_of(storage.checkpoints.path(latest.id)) if latest else None,
         "checkpoint_kind": latest.kind if latest else None,
         "batch_id": latest.batch_id if latest else None,
         "restored_from": point.describe() if point else None,

@@ -9,7 +9,7 @@ from typing import Any
 
 from spark_checkpoint_runtime.checkpoint_policy import CheckpointConfig
 from spark_checkpoint_runtime.coordinator import CheckpointCoordinator
-from spark_checkpoint_runtime.layout import CheckpointStorage, ControlChannel
+from spark_checkpoint_runtime.layout import ControlChannel, JobFolder
 from spark_checkpoint_runtime.lease import JobLease
 from spark_checkpoint_runtime.options import JobOptions
 from spark_checkpoint_runtime.run.control_requests import ControlRequests
@@ -48,7 +48,7 @@ class StreamingJob:
     def run(self) -> dict[str, Any]:
         """Run the job; with ``--run-key`` the outcome is also written to ``_control/runs/<key>.json``."""
         opts = self.options
-        storage = CheckpointStorage(opts.checkpoint_root, opts.job_name, opts.storage_options)
+        storage = JobFolder(opts.checkpoint_root, opts.job_name, opts.storage_options)
         try:
             if not opts.run_key:
                 return self._run(storage)
@@ -63,7 +63,7 @@ class StreamingJob:
         finally:
             self.graceful.uninstall()
 
-    def _run(self, storage: CheckpointStorage) -> dict[str, Any]:
+    def _run(self, storage: JobFolder) -> dict[str, Any]:
         opts = self.options
         storage.check_exclusive_create()  # before anything else: a store that cannot is refused untouched
         lease = JobLease(storage, self.run_id, opts.run_key, opts.lease_timeout)
@@ -92,7 +92,7 @@ class StreamingJob:
 
     def _run_holding(
         self,
-        storage: CheckpointStorage,
+        storage: JobFolder,
         fence: RunFence,
         spark: Any,
         df: Any,

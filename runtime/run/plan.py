@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spark_checkpoint_runtime.errors import ExistingOutput
-from spark_checkpoint_runtime.layout import CheckpointStorage, Lineage
+from spark_checkpoint_runtime.layout import JobFolder, Lineage
 from spark_checkpoint_runtime.layout.lineage import MAX_RANGES
 from spark_checkpoint_runtime.options import JobOptions
 from spark_checkpoint_runtime.restore import RestorePoint, check_compatible, resolve_restore_point, starts_new_branch
@@ -45,7 +45,7 @@ class RunPlan:
 class RunPlanner:
     """Resolves and checks a run's restore point, then settles its plan under the lease."""
 
-    def __init__(self, storage: CheckpointStorage, options: JobOptions, run_id: str):
+    def __init__(self, storage: JobFolder, options: JobOptions, run_id: str):
         self.storage = storage
         self.options = options
         self.run_id = run_id

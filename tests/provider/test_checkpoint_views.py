@@ -13,7 +13,7 @@ from airflow_checkpoint_provider.ui import views
 from airflow_checkpoint_provider.ui.charts import history_charts
 from airflow_checkpoint_provider.ui.pages import job_list_page, job_page
 from airflow_checkpoint_provider.ui.roots import ConfiguredRoot, parse_roots, root_index_of
-from spark_checkpoint_runtime.layout import CheckpointStorage, now_ms
+from spark_checkpoint_runtime.layout import JobFolder, now_ms
 from tests.conftest import write_checkpoint
 
 
@@ -26,7 +26,7 @@ def test_roots_parse_with_optional_connections_and_refuse_empty_parts():
 
 
 def test_restore_point_skips_damaged_checkpoints_and_says_why(tmp_path: Path):
-    storage = CheckpointStorage(str(tmp_path), "orders")
+    storage = JobFolder(str(tmp_path), "orders")
     for checkpoint_id in (1, 2, 3):
         write_checkpoint(storage, checkpoint_id, [f"state-{checkpoint_id}"])
     (tmp_path / "orders" / "shared" / "r1" / "state-3").unlink()  # chk-3 lost a file
@@ -45,9 +45,9 @@ def test_restore_point_skips_damaged_checkpoints_and_says_why(tmp_path: Path):
 
 
 def test_stalled_and_all_damaged_jobs_are_told_apart(tmp_path: Path):
-    old = CheckpointStorage(str(tmp_path), "old")
+    old = JobFolder(str(tmp_path), "old")
     write_checkpoint(old, 1, [], completion_ms=now_ms() - 3600_000)
-    broken = CheckpointStorage(str(tmp_path), "broken")
+    broken = JobFolder(str(tmp_path), "broken")
     write_checkpoint(broken, 1, ["gone"])
     (tmp_path / "broken" / "shared" / "r1" / "gone").unlink()
     root = ConfiguredRoot(0, str(tmp_path))
@@ -58,13 +58,13 @@ def test_stalled_and_all_damaged_jobs_are_told_apart(tmp_path: Path):
 
 
 def test_validating_one_checkpoint_lists_only_the_runs_it_references(tmp_path: Path):
-    storage = CheckpointStorage(str(tmp_path), "orders")
+    storage = JobFolder(str(tmp_path), "orders")
     meta = write_checkpoint(storage, 1, ["state"])
     unrelated = tmp_path / "orders" / "shared" / "r2"
     unrelated.mkdir(parents=True)
     for n in range(50):
         (unrelated / f"f{n}").write_bytes(b"x")
-    assert storage.referenced_shared_files(meta) == {"shared/r1/state": 10}
+    assert storage.checkpoints.referenced_shared_files(meta) == {"shared/r1/state": 10}
 
 
 def test_job_names_and_paths_are_escaped_in_the_pages(tmp_path: Path):

@@ -10,7 +10,7 @@ import pytest
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
-from spark_checkpoint_runtime.layout import CheckpointStorage
+from spark_checkpoint_runtime.layout import JobFolder
 from tests.conftest import S3_BUCKET, write_checkpoint
 from tests.provider.conftest import load_dag, task_states, xcom
 
@@ -45,7 +45,7 @@ def test_every_visible_field_becomes_a_storage_option_or_the_root(rooted: Path):
 
 def test_test_connection_lists_the_default_root(rooted: Path):
     hook = CheckpointStorageHook("checkpoint_rooted")
-    write_checkpoint(CheckpointStorage(str(rooted), "orders"), 1, [])
+    write_checkpoint(JobFolder(str(rooted), "orders"), 1, [])
     assert hook.test_connection() == (True, f"listed {rooted}: 1 job(s) (orders)")
     os.environ["AIRFLOW_CONN_CHECKPOINT_ROOTED"] = json.dumps({"conn_type": "checkpoint_storage"})
     ok, message = hook.test_connection()
@@ -53,7 +53,7 @@ def test_test_connection_lists_the_default_root(rooted: Path):
 
 
 def test_tasks_without_a_checkpoint_root_use_the_connections_host(rooted: Path):
-    storage = CheckpointStorage(str(rooted), "orders")
+    storage = JobFolder(str(rooted), "orders")
     for checkpoint_id in (1, 2, 3, 4):
         write_checkpoint(storage, checkpoint_id, [])
     run = load_dag("root_from_connection").test()
@@ -76,17 +76,17 @@ def test_an_aws_connection_serves_an_s3_checkpoint_root(s3, monkeypatch):
     }
     monkeypatch.setenv("AIRFLOW_CONN_AWS_LOOPBACK", json.dumps(aws))
     root = f"s3://{S3_BUCKET}/from-aws-connection"
-    write_checkpoint(CheckpointStorage(root, "orders", s3), 1, [])
+    write_checkpoint(JobFolder(root, "orders", s3), 1, [])
     hook = CheckpointStorageHook("aws_loopback")
     assert hook.storage_options() == s3
     assert hook.list_jobs(root) == ["orders"]
     assert hook.latest_checkpoint(root, "orders")["checkpoint_id"] == 1
     # Tasks take it as it is: a sensor finds the newest checkpoint, retention keeps one (dag.test, real S3 calls).
-    write_checkpoint(CheckpointStorage(root, "orders", s3), 2, [])
+    write_checkpoint(JobFolder(root, "orders", s3), 2, [])
     run = load_dag("aws_connection_tasks").test(run_conf={"root": root})
     assert task_states(run) == {"find": "success", "retain": "success"}, task_states(run)
     assert xcom(run, "find")["checkpoint_id"] == 2 and xcom(run, "retain")["deleted"]["checkpoints"] == 1
-    assert CheckpointStorage(root, "orders", s3).checkpoint_ids() == [2]
+    assert JobFolder(root, "orders", s3).checkpoints.ids() == [2]
     # An aws connection names no root: a task without checkpoint_root is told what to do.
     with pytest.raises(AirflowException, match="is a aws connection, which names no root"):
         hook.root(None)

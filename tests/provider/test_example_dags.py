@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_checkpoint_runtime.layout import CheckpointStorage, ControlChannel
+from spark_checkpoint_runtime.layout import ControlChannel, JobFolder
 from tests.conftest import (
     Landing,
     completed_checkpoints,
@@ -109,7 +109,7 @@ def _start_v1(tmp_path: Path, landing: Landing) -> subprocess.Popen:
     process = start_module(
         args, {"spark.sql.shuffle.partitions": "4"}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
-    control = ControlChannel(CheckpointStorage(str(tmp_path / "root"), "counts"))
+    control = ControlChannel(JobFolder(str(tmp_path / "root"), "counts"))
     wait_for(lambda: completed_checkpoints(tmp_path / "root", "counts") and control.live_runs(), 180, "v1", process)
     return process
 
@@ -158,7 +158,7 @@ def test_incompatible_upgrade_fails_in_the_restore_step_and_keeps_the_savepoint(
     assert states["confirm_first_checkpoint"] == "upstream_failed"
     output = capfd.readouterr().out
     assert "incompatible restore from" in output and "key: [key: string] became [value: long]" in output
-    storage = CheckpointStorage(str(tmp_path / "root"), "counts")
+    storage = JobFolder(str(tmp_path / "root"), "counts")
     savepoint = storage.resolve_snapshot(xcom(run, "take_savepoint"))  # still valid: usable for a retry
     assert savepoint.metadata.kind == "savepoint"
     assert all(i < savepoint.metadata.id for i in completed_checkpoints(tmp_path / "root", "counts"))

@@ -191,10 +191,10 @@ def test_killed_task_stops_the_job_gracefully_through_on_kill(tmp_path: Path, la
 
 def test_allow_fresh_start_never_starts_fresh_over_damaged_checkpoints(tmp_path: Path, landing: Landing, capfd):
     """Damaged checkpoints are not "no checkpoint": the run fails (the runtime exits 3) and names each one."""
-    from spark_checkpoint_runtime.layout import CheckpointStorage
+    from spark_checkpoint_runtime.layout import JobFolder
     from tests.conftest import write_checkpoint
 
-    storage = CheckpointStorage(str(tmp_path / "root"), "orders")
+    storage = JobFolder(str(tmp_path / "root"), "orders")
     for checkpoint_id in (1, 2):
         write_checkpoint(storage, checkpoint_id, ["state"])
     (tmp_path / "root" / "orders" / "shared" / "r1" / "state").unlink()

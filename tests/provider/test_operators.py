@@ -9,8 +9,8 @@ from pathlib import Path
 
 from spark_checkpoint_runtime.layout import (
     CheckpointMetadata,
-    CheckpointStorage,
     ControlChannel,
+    JobFolder,
     now_ms,
     write_metadata_atomically,
 )
@@ -27,8 +27,8 @@ def _age(path: Path, seconds: float) -> None:
         os.utime(item, (stamp, stamp))
 
 
-def _savepoint(storage: CheckpointStorage, name: str, age_days: float) -> None:
-    folder = Path(storage.savepoints_path) / name
+def _savepoint(storage: JobFolder, name: str, age_days: float) -> None:
+    folder = Path(storage.savepoints.base) / name
     (folder / "state").mkdir(parents=True)
     (folder / "state" / "1.delta").write_bytes(b"s" * 7)
     meta = CheckpointMetadata(
@@ -47,8 +47,8 @@ def _savepoint(storage: CheckpointStorage, name: str, age_days: float) -> None:
     write_metadata_atomically(storage.fs, str(folder), meta)
 
 
-def _populate(root: Path) -> CheckpointStorage:
-    storage = CheckpointStorage(str(root), "orders")
+def _populate(root: Path) -> JobFolder:
+    storage = JobFolder(str(root), "orders")
     for checkpoint_id in (1, 2, 3, 4):
         write_checkpoint(storage, checkpoint_id, ["state/0/0/1.delta", f"state/0/0/{checkpoint_id + 1}.delta"])
     job = root / "orders"
@@ -101,12 +101,12 @@ def test_retention_operator_dry_run_then_for_real(tmp_path: Path):
         "shared/r1/state/0/0/5.delta",
         "shared/r1/new-upload",
     }
-    storage = CheckpointStorage(str(root), "orders")
-    assert [storage.validate_checkpoint(i).id for i in (3, 4)] == [3, 4], "retained checkpoints stay valid"
+    storage = JobFolder(str(root), "orders")
+    assert [storage.checkpoints.validate(i).id for i in (3, 4)] == [3, 4], "retained checkpoints stay valid"
 
 
 def test_retention_always_keeps_the_newest_savepoint(tmp_path: Path):
-    storage = CheckpointStorage(str(tmp_path), "orders")
+    storage = JobFolder(str(tmp_path), "orders")
     write_checkpoint(storage, 1, [])
     _savepoint(storage, "only-one", 400)
     run = load_dag("retention_policy").test(run_conf={"root": str(tmp_path), "dry_run": False})
@@ -130,7 +130,7 @@ def test_refusals_fail_fast_with_clear_messages(tmp_path: Path, capfd):
 
 def test_savepoint_operator_fails_clearly_without_a_job_or_in_time(tmp_path: Path, capfd):
     # "silent" looks alive (a fresh heartbeat) but never answers: the savepoint must time out, not hang.
-    ControlChannel(CheckpointStorage(str(tmp_path), "silent")).heartbeat("run-1", None)
+    ControlChannel(JobFolder(str(tmp_path), "silent")).heartbeat("run-1", None)
     run = load_dag("savepoint_refusals").test(run_conf={"root": str(tmp_path)})
     assert task_states(run) == {"no_running_job": "failed", "times_out": "failed"}
     output = capfd.readouterr().out
@@ -176,7 +176,7 @@ def test_durations_at_the_airflow_boundary_are_seconds_timedeltas_or_units():
 
 
 def test_a_savepoint_timeout_given_as_a_number_is_seconds(tmp_path: Path):
-    ControlChannel(CheckpointStorage(str(tmp_path), "silent")).heartbeat("run-1", None)  # alive, never answers
+    ControlChannel(JobFolder(str(tmp_path), "silent")).heartbeat("run-1", None)  # alive, never answers
     started = time.monotonic()
     run = load_dag("savepoint_timeout_in_seconds").test(run_conf={"root": str(tmp_path)})
     assert task_states(run) == {"times_out": "failed"}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_checkpoint_runtime.layout import CheckpointStorage, now_ms
+from spark_checkpoint_runtime.layout import JobFolder, now_ms
 from tests.conftest import VENV_BIN, write_checkpoint
 from tests.provider.conftest import load_dag, task_states, xcom
 
@@ -25,7 +25,7 @@ def test_airflow_providers_list_shows_the_provider():
 
 @pytest.mark.parametrize("mode", ["poke", "reschedule"])
 def test_sensor_returns_the_checkpoint_it_found(tmp_path: Path, mode):
-    storage = CheckpointStorage(str(tmp_path), "orders")
+    storage = JobFolder(str(tmp_path), "orders")
     write_checkpoint(storage, 4, ["state/0/0/1.delta"])
     write_checkpoint(storage, 5, ["state/0/0/1.delta"])
     run = load_dag(f"sensor_found_{mode}").test(run_conf={"root": str(tmp_path)})
@@ -36,14 +36,14 @@ def test_sensor_returns_the_checkpoint_it_found(tmp_path: Path, mode):
 
 @pytest.mark.parametrize(("soft_fail", "state"), [(False, "failed"), (True, "skipped")])
 def test_sensor_timeout_fails_or_soft_fails(tmp_path: Path, soft_fail, state):
-    write_checkpoint(CheckpointStorage(str(tmp_path), "orders"), 1, [])
+    write_checkpoint(JobFolder(str(tmp_path), "orders"), 1, [])
     run = load_dag(f"sensor_timeout_{soft_fail}").test(run_conf={"root": str(tmp_path)})
     assert task_states(run) == {"wait": state}
 
 
 def test_health_sensor_fails_on_stalled_checkpoints_and_passes_on_fresh_ones(tmp_path: Path):
-    write_checkpoint(CheckpointStorage(str(tmp_path), "stalled"), 3, [], completion_ms=now_ms() - 30 * 60 * 1000)
-    write_checkpoint(CheckpointStorage(str(tmp_path), "healthy"), 3, [])
+    write_checkpoint(JobFolder(str(tmp_path), "stalled"), 3, [], completion_ms=now_ms() - 30 * 60 * 1000)
+    write_checkpoint(JobFolder(str(tmp_path), "healthy"), 3, [])
     run = load_dag("health_checks").test(run_conf={"root": str(tmp_path)})
     assert task_states(run) == {"stalled": "failed", "healthy": "success", "tight_max_age": "failed"}
     assert xcom(run, "healthy")["window_seconds"] == 1200
@@ -55,7 +55,7 @@ def test_health_sensor_fails_on_stalled_checkpoints_and_passes_on_fresh_ones(tmp
 )
 def test_sensor_counts_only_a_checkpoint_completed_after_the_given_moment(tmp_path: Path, offset_ms, deferrable, state):
     completed = now_ms() - 60_000
-    write_checkpoint(CheckpointStorage(str(tmp_path), "orders"), 7, [], completion_ms=completed)
+    write_checkpoint(JobFolder(str(tmp_path), "orders"), 7, [], completion_ms=completed)
     after = datetime.fromtimestamp((completed + offset_ms) / 1000, tz=UTC).isoformat()
     dag_id = f"sensor_completed_after_{deferrable}".lower()
     run = load_dag(dag_id).test(run_conf={"root": str(tmp_path), "after": after})
@@ -81,7 +81,7 @@ def test_checkpoint_trigger_fires_only_for_a_checkpoint_completed_after_the_mome
 
     from airflow_checkpoint_provider.triggers.checkpoint import CheckpointTrigger
 
-    storage = CheckpointStorage(str(tmp_path), "orders")
+    storage = JobFolder(str(tmp_path), "orders")
     write_checkpoint(storage, 3, [], completion_ms=now_ms() - 60_000)
     trigger = CheckpointTrigger(
         job_name="orders", checkpoint_root=str(tmp_path), completed_after_ms=now_ms() - 1000, poke_interval=0.2
@@ -109,13 +109,13 @@ def test_commit_watch_passes_over_an_abandoned_checkpoint_and_waits_at_one_in_pr
     from spark_checkpoint_runtime.layout import DamagedCheckpoint
     from tests.conftest import checkpoint_metadata
 
-    storage = CheckpointStorage(str(tmp_path), "orders")
+    storage = JobFolder(str(tmp_path), "orders")
 
     def complete(checkpoint_id: int, published: bool) -> None:
         meta = checkpoint_metadata(checkpoint_id, [], job="orders")
         if published:  # its completion published the output staged by its batch
             meta.staged_output = {"checkpoint_id": checkpoint_id, "run_id": "r1", "batches": [checkpoint_id * 10]}
-        storage.write_checkpoint_metadata(meta)
+        storage.checkpoints.write_metadata(meta)
 
     complete(1, True)
     complete(2, True)

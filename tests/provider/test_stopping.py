@@ -20,22 +20,22 @@ import pytest
 
 from airflow_checkpoint_provider.hooks.kill_watch import KillWatch
 from airflow_checkpoint_provider.triggers.health import RunningJobHealthTrigger, judge_running_job
-from spark_checkpoint_runtime.layout import CheckpointStorage, ControlChannel, LeaseFiles, now_ms
+from spark_checkpoint_runtime.layout import ControlChannel, JobFolder, LeaseFiles, now_ms
 from tests.conftest import write_checkpoint
 from tests.provider.conftest import load_dag, task_states, xcom
 
 
-def _hold(storage: CheckpointStorage, epoch: int, run_key: str | None, acquired_ms: int | None = None) -> None:
+def _hold(storage: JobFolder, epoch: int, run_key: str | None, acquired_ms: int | None = None) -> None:
     """A lease grant as a running job writes it."""
     grant = {"epoch": epoch, "run_id": f"run-{epoch}", "run_key": run_key, "acquired_ms": acquired_ms or now_ms()}
     assert LeaseFiles(storage).create(epoch, {**grant, "host": "h", "pid": 1})
 
 
 def test_stop_asks_first_and_says_when_nobody_can_kill(tmp_path: Path, capfd):
-    polite, frozen = CheckpointStorage(str(tmp_path), "polite"), CheckpointStorage(str(tmp_path), "frozen")
+    polite, frozen = JobFolder(str(tmp_path), "polite"), JobFolder(str(tmp_path), "frozen")
     _hold(polite, 1, "polite-key")
     _hold(frozen, 1, "frozen-key")
-    older = CheckpointStorage(str(tmp_path), "older")
+    older = JobFolder(str(tmp_path), "older")
     _hold(older, 1, "other-dag-key", acquired_ms=now_ms() - 60_000)
     answered = threading.Event()
 
@@ -76,7 +76,7 @@ def test_stop_asks_first_and_says_when_nobody_can_kill(tmp_path: Path, capfd):
 
 
 def test_the_kill_watch_kills_a_frozen_process_tree_and_reports_it(tmp_path: Path):
-    storage = CheckpointStorage(str(tmp_path), "frozen")
+    storage = JobFolder(str(tmp_path), "frozen")
     control = ControlChannel(storage)
     # A stand-in for spark-submit with a driver under it, both frozen: SIGKILL still ends them.
     parent = subprocess.Popen(["bash", "-c", "sleep 300 & wait"], start_new_session=True)
@@ -105,7 +105,7 @@ def test_the_kill_watch_kills_a_frozen_process_tree_and_reports_it(tmp_path: Pat
 
 @pytest.mark.parametrize("how", ["released", "reported", "taken over"])
 def test_the_health_judgement_follows_one_run_until_it_ends(tmp_path: Path, how: str):
-    storage = CheckpointStorage(str(tmp_path), "job")
+    storage = JobFolder(str(tmp_path), "job")
     lease = LeaseFiles(storage)
     watch_start = now_ms()
     _hold(storage, 1, "old-key", acquired_ms=watch_start - 60_000)  # a run from before the watch: not this one
@@ -158,7 +158,7 @@ def test_a_watch_that_forgot_its_run_still_follows_the_first_run_since_it_began(
     restore run that took the job after the watched one was taken over is not mistaken for it."""
     from airflow_checkpoint_provider.sensors import RunningJobHealthSensor
 
-    storage = CheckpointStorage(str(tmp_path), "job")
+    storage = JobFolder(str(tmp_path), "job")
     watch_start = now_ms()
     _hold(storage, 1, "before", acquired_ms=watch_start - 60_000)  # from before the watch
     _hold(storage, 2, "watched", acquired_ms=watch_start + 1_000)
@@ -182,6 +182,6 @@ def test_a_watch_that_forgot_its_run_still_follows_the_first_run_since_it_began(
     ended = judge_running_job(storage, watch_start, 30, time.time())
     assert (ended.state, ended.details["run_id"]) == ("ended", "run-2")
     # Before the watch began nothing counted; with only run 1, the watch still waits.
-    only_old = CheckpointStorage(str(tmp_path), "other")
+    only_old = JobFolder(str(tmp_path), "other")
     _hold(only_old, 1, "before", acquired_ms=watch_start - 60_000)
     assert judge_running_job(only_old, watch_start, 30, time.time()).state == "waiting"

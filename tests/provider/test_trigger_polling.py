@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from spark_checkpoint_runtime.layout import CheckpointStorage, ControlChannel
+from spark_checkpoint_runtime.layout import CompletedCheckpoints, ControlChannel, JobFolder
 from tests.conftest import checkpoint_metadata, write_checkpoint
 
 # Kwargs as the triggers serialized them before they shared a base class (key order included).
@@ -101,7 +101,7 @@ async def _ended(trigger, within: float = 10) -> list[dict[str, Any]]:
 def test_a_wait_ends_at_its_first_event(tmp_path: Path):
     from airflow_checkpoint_provider.triggers import CheckpointTrigger
 
-    storage = CheckpointStorage(str(tmp_path), "orders")
+    storage = JobFolder(str(tmp_path), "orders")
     write_checkpoint(storage, 2, [])
     write_checkpoint(storage, 3, [])
     trigger = CheckpointTrigger(job_name="orders", checkpoint_root=str(tmp_path), newer_than=1, poke_interval=0.05)
@@ -128,7 +128,7 @@ def test_a_failed_look_ends_a_wait_with_an_error_event(tmp_path: Path, monkeypat
 def test_a_savepoint_wait_yields_the_answer_or_times_out(tmp_path: Path):
     from airflow_checkpoint_provider.triggers import SavepointTrigger
 
-    storage = CheckpointStorage(str(tmp_path), "orders")
+    storage = JobFolder(str(tmp_path), "orders")
     control = ControlChannel(storage)
     control.respond("sp-1", {"status": "accepted"})  # not an answer yet: the wait goes on, then times out
 
@@ -167,10 +167,10 @@ def test_the_health_watch_keeps_judging_the_run_it_found_first(tmp_path: Path, m
     assert trigger.serialize()[1]["epoch"] is None, "what the trigger was built with is what it serializes"
 
 
-def _commit(storage: CheckpointStorage, checkpoint_id: int) -> None:
+def _commit(storage: JobFolder, checkpoint_id: int) -> None:
     meta = checkpoint_metadata(checkpoint_id, [], job=storage.job_name)
     meta.staged_output = {"checkpoint_id": checkpoint_id, "run_id": "r1", "batches": [checkpoint_id * 10]}
-    storage.write_checkpoint_metadata(meta)
+    storage.checkpoints.write_metadata(meta)
 
 
 def test_the_commit_watch_yields_every_new_commit_and_rides_out_a_failed_look(
@@ -178,12 +178,12 @@ def test_the_commit_watch_yields_every_new_commit_and_rides_out_a_failed_look(
 ):
     from airflow_checkpoint_provider.triggers import CheckpointCommitTrigger, commits
 
-    storage = CheckpointStorage(str(tmp_path), "orders")
+    storage = JobFolder(str(tmp_path), "orders")
     _commit(storage, 1)  # before the watch: not an event
     looks = {"count": 0}
     scan = commits.new_commits
 
-    def flaky(storage: CheckpointStorage, after: int):
+    def flaky(storage: JobFolder, after: int):
         looks["count"] += 1
         if looks["count"] == 2:
             raise ConnectionError("throttled")
@@ -209,7 +209,7 @@ def test_the_commit_watch_raises_when_it_cannot_start(tmp_path: Path, monkeypatc
     def unreadable(self):
         raise PermissionError("access denied")
 
-    monkeypatch.setattr(CheckpointStorage, "newest_metadata_id", unreadable)
+    monkeypatch.setattr(CompletedCheckpoints, "newest_metadata_id", unreadable)
     trigger = CheckpointCommitTrigger(job_name="orders", checkpoint_root=str(tmp_path), poke_interval=0.05)
     with pytest.raises(PermissionError, match="access denied"):
         asyncio.run(_events(trigger, 1))

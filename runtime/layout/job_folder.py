@@ -1,0 +1,241 @@
+"""One job's folder under a checkpoint root: where it is, its files, deletes that stay inside it, the next id,
+resolving a restore location (one of its checkpoints or a savepoint anywhere).
+
+A ``JobFolder`` is the entry point to one job's storage. What lives in the folder has its own class, each
+reached from the job folder: ``.checkpoints`` (``CompletedCheckpoints``: ``chk-<N>`` and ``shared/``) and
+``.savepoints`` (``Savepoints``: ``savepoints/``). The control channel is ``ControlChannel(job_folder)``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import posixpath
+import stat
+from typing import Any
+
+from fsspec.core import split_protocol
+from fsspec.implementations.local import LocalFileSystem
+
+from spark_checkpoint_runtime.layout.completed_checkpoints import CompletedCheckpoints
+from spark_checkpoint_runtime.layout.control import control_path
+from spark_checkpoint_runtime.layout.errors import CheckpointFormatError, DamagedCheckpoint
+from spark_checkpoint_runtime.layout.metadata import ValidCheckpoint
+from spark_checkpoint_runtime.layout.names import (
+    JOB_NAME_PATTERN,
+    METADATA_FILE,
+    REPORTS_DIR,
+    is_inside,
+    parse_checkpoint_dir_name,
+    relative_to,
+    safe_relative_path,
+    validate_job_name,
+    validate_key,
+)
+from spark_checkpoint_runtime.layout.savepoints import SavepointFolder, Savepoints
+from spark_checkpoint_runtime.layout.store import (
+    delete_each,
+    discard_folders,
+    files_under,
+    is_object_store,
+    modified_time,
+    open_url,
+    probe_exclusive_create,
+)
+
+log = logging.getLogger(__name__)
+
+
+class JobFolder:
+    """One job's folder under a checkpoint root, with its completed checkpoints and savepoints.
+
+    ``root`` is a plain path, ``file://`` URL or any fsspec URL; ``storage_options`` go to fsspec
+    (credentials live there and are never written to ``_metadata`` or logs).
+    """
+
+    def __init__(self, root: str, job_name: str, storage_options: dict[str, Any] | None = None):
+        self.job_name = validate_job_name(job_name)
+        self.storage_options = dict(storage_options or {})
+        self.root_url = str(root)
+        if not self.root_url.strip():
+            raise CheckpointFormatError("checkpoint root is empty; pass --checkpoint-root PATH or URL")
+        try:
+            self.fs, root_path = open_url(self.root_url, storage_options)
+        except (ValueError, ImportError) as exc:
+            raise CheckpointFormatError(f"checkpoint root {self.root_url!r} cannot be opened: {exc}") from None
+        self.root_path = root_path.rstrip("/") or "/"
+        self.job_path = posixpath.join(self.root_path, self.job_name)
+        self.checkpoints = CompletedCheckpoints(self)
+        self.savepoints = Savepoints(self)
+
+    # --- paths -----------------------------------------------------------------------------------
+    def __repr__(self) -> str:
+        return f"JobFolder({self.root_url!r}, job={self.job_name!r})"
+
+    @property
+    def location(self) -> str:
+        """Human-readable location of the job folder, for messages."""
+        return f"checkpoint root {self.root_url}: job {self.job_name!r}"
+
+    def job_file(self, relative: str) -> str:
+        """Full path of a job-relative path, refusing one that would leave the job folder."""
+        return posixpath.join(self.job_path, safe_relative_path(relative, context=self.location))
+
+    def url_of(self, path: str) -> str:
+        """A URL for a path of this storage's filesystem (what a person or another tool can open)."""
+        return self.fs.unstrip_protocol(path)
+
+    def check_exclusive_create(self) -> None:
+        """Refuse (``StoreNotExclusive``) a store that cannot create a file exclusively; once per run."""
+        probe_exclusive_create(self.fs, control_path(self), location=self.location)
+
+    def next_checkpoint_id(self) -> int:
+        """The id for the next checkpoint: past every ``chk-<N>`` and savepoint here, so ids keep increasing.
+
+        Checkpoints and savepoints share one counter, as in Flink.
+        """
+        ids = self.checkpoints.ids() + self.savepoints.ids()
+        return (max(ids) + 1) if ids else 1
+
+    def resolve_snapshot(self, location: str) -> ValidCheckpoint:
+        """Resolve a user-given restore path and validate what is there.
+
+        A savepoint (folder or its ``_metadata``) may be anywhere: it is self-contained. A checkpoint must be
+        one of this job's ``chk-<N>`` folders inside the checkpoint root: its shared files live beside it.
+        Anything else is refused with a message saying what was given and what would work.
+        """
+        savepoint = SavepointFolder.probe(location, self.storage_options)
+        if savepoint is not None:
+            return savepoint.validate()
+        protocol, _ = split_protocol(location)
+        own = self.fs.protocol if isinstance(self.fs.protocol, tuple | list) else (self.fs.protocol,)
+        same_storage = (protocol or "file") in own
+        path = posixpath.normpath(self.fs._strip_protocol(location)) if same_storage else location
+        if posixpath.basename(path) == METADATA_FILE:
+            path = posixpath.dirname(path)
+        if not same_storage or not is_inside(path, self.job_path):
+            raise CheckpointFormatError(
+                f"--restore-from {location!r} is outside {self.location} ({self.url_of(self.job_path)}) and is "
+                "not a savepoint; pass one of this job's chk-<N> folders, a savepoint folder, 'latest' or 'none'"
+            )
+        relative = posixpath.relpath(path, self.job_path)
+        checkpoint_id = parse_checkpoint_dir_name(relative)
+        if checkpoint_id is None:
+            raise CheckpointFormatError(
+                f"--restore-from {location!r} is not a checkpoint folder of job {self.job_name!r}: "
+                f"expected {self.url_of(self.job_path)}/chk-<N> or a savepoint folder"
+            )
+        try:
+            meta = self.checkpoints.validate(checkpoint_id)
+        except DamagedCheckpoint as exc:
+            raise CheckpointFormatError(f"--restore-from {location!r} cannot be used: {exc.reason}") from None
+        return ValidCheckpoint(meta, path, self.fs, self.job_path)
+
+    def write_report(self, kind: str, key: str, report: dict[str, Any], keep: int = 100) -> str:
+        """Store a full report (``_reports/<kind>-<key>.json``) and return its URL.
+
+        Only the ``keep`` newest reports of a kind stay: the folder must not grow with every maintenance run.
+        """
+        folder = posixpath.join(self.job_path, REPORTS_DIR)
+        path = posixpath.join(folder, f"{kind}-{validate_key(key, 'report key')}.json")
+        self.fs.makedirs(folder, exist_ok=True)
+        self.fs.pipe_file(path, json.dumps(report, indent=1, sort_keys=True).encode("utf-8"))
+        try:
+            found = self.fs.ls(folder, detail=True)
+        except FileNotFoundError:
+            found = []
+        reports = [
+            info for info in found if posixpath.basename(info["name"]).startswith(f"{kind}-") and info["name"] != path
+        ]
+        reports.sort(key=lambda info: modified_time(info) or 0.0, reverse=True)
+        stale = [info["name"] for info in reports[max(0, keep - 1) :]]
+        delete_each(self.fs, self.inside_job(stale), recursive=False)
+        return self.url_of(path)
+
+    # --- listing ---------------------------------------------------------------------------------
+    def job_files(self) -> dict[str, int]:
+        """Every file of the job folder in one listing: job-relative path to size.
+
+        What retention judges validity and garbage by: one recursive listing, however many checkpoints.
+        """
+        return {path: size for path, (size, _) in self.files_with_details(self.job_path).items()}
+
+    def files_with_details(self, folder: str) -> dict[str, tuple[int, float | None]]:
+        """Every file under a job folder: job-relative path to (size, modification time in epoch seconds)."""
+        return {relative_to(path, self.job_path): details for path, details in files_under(self.fs, folder).items()}
+
+    def file_size(self, relative: str) -> int | None:
+        """Size of a job-relative file, or None if it does not exist."""
+        try:
+            return int(self.fs.size(self.job_file(relative)))
+        except FileNotFoundError:
+            return None
+
+    def job_names(self) -> list[str]:
+        """Every job folder under the root (names that pass the job-name rules)."""
+        try:
+            entries = self.fs.ls(self.root_path, detail=True)
+        except FileNotFoundError:
+            return []
+        names = (posixpath.basename(e["name"].rstrip("/")) for e in entries if e.get("type") == "directory")
+        return sorted(n for n in names if JOB_NAME_PATTERN.match(n) and set(n) != {"."})
+
+    # --- deletes ---------------------------------------------------------------------------------
+    def discard_snapshots(self, folders: list[str], listed_files: list[str] | None) -> None:
+        """Delete snapshot folders of this job, every ``_metadata`` first (see ``store.discard_folders``).
+
+        ``listed_files``: the job-relative paths of every file in them, from a fresh listing of the job
+        folder; on object storage the files then go in batched deletes without listing each folder again.
+        """
+        # Only an object store deletes by the listed files; elsewhere each folder goes whole.
+        listed = None
+        if listed_files is not None and is_object_store(self.fs):
+            listed = self.inside_job([self.job_file(r) for r in listed_files])
+        discard_folders(self.fs, self.inside_job(folders), listed)
+
+    def delete_job_files(self, relatives: list[str]) -> None:
+        """Delete many job-relative files (shared files nothing references any more), several at a time."""
+        delete_each(self.fs, self.inside_job([self.job_file(relative) for relative in relatives]), recursive=False)
+
+    def inside_job(self, paths: list[str]) -> list[str]:
+        """``paths`` that really lie inside the job folder; a path that a symlink leads out of it is skipped.
+
+        Deletes go through here: ``shared/`` or a ``chk-<N>`` folder that is a link to elsewhere (planted, or a
+        mistake) must never make retention delete files outside the job folder.
+        """
+        if not isinstance(self.fs, LocalFileSystem):
+            return paths  # object stores have no links
+        home = os.path.realpath(self.job_path)
+        inside = []
+        for path in paths:
+            if self._no_link_below_job(path):
+                inside.append(path)
+                continue
+            real = os.path.realpath(path)
+            if real == home or real.startswith(home.rstrip("/") + "/"):
+                inside.append(path)
+            else:
+                log.error("not deleting %s: it leads out of the job folder (to %s)", path, real)
+        return inside
+
+    def _no_link_below_job(self, path: str) -> bool:
+        """True when ``path`` names a place under the job folder through real folders only.
+
+        One ``lstat`` per level below the job folder, where a full ``realpath`` resolves every level from
+        ``/``: retention checks 10,000 folders at a time. Anything else (a link, a missing level, a path
+        not spelled under the job folder) goes to the full check.
+        """
+        current = self.job_path.rstrip("/")
+        if not path.startswith(current + "/"):
+            return False
+        for part in path[len(current) + 1 :].rstrip("/").split("/"):
+            if part in ("", ".", ".."):
+                return False
+            current = f"{current}/{part}"
+            try:
+                if stat.S_ISLNK(os.lstat(current).st_mode):
+                    return False
+            except OSError:
+                return False
+        return True
