@@ -28,13 +28,13 @@ from benchmarks.provenance import write_result
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from examples.local_airflow import LocalAirflow  # noqa: E402
 from spark_checkpoint_runtime.layout import (  # noqa: E402
     CheckpointMetadata,
     FileEntry,
     JobFolder,
     now_ms,
 )
+from tests.support.local_airflow import LocalAirflow  # noqa: E402
 
 OTHER_PAGE = "/api/v2/dags"
 JOB_PAGE = "/checkpoints/jobs/0/big"

@@ -35,7 +35,6 @@ sys.path.insert(0, str(REPO))
 from airflow_checkpoint_provider.hooks.kill_watch import KILL_POLL_SECONDS  # noqa: E402
 from benchmarks.provenance import write_result  # noqa: E402
 from benchmarks.s3_requests import CountingS3Server  # noqa: E402
-from examples.landing import Landing  # noqa: E402
 from spark_checkpoint_runtime.layout import (  # noqa: E402
     CheckpointMetadata,
     ControlChannel,
@@ -45,6 +44,7 @@ from spark_checkpoint_runtime.layout import (  # noqa: E402
     now_ms,
 )
 from spark_checkpoint_runtime.retention import apply_job_retention, plan_job_retention  # noqa: E402
+from tests.support.landing import Landing  # noqa: E402
 
 
 def write_checkpoint(storage: JobFolder, checkpoint_id: int) -> None:

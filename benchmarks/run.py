@@ -39,8 +39,8 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks import pipelines  # noqa: E402
 from benchmarks.provenance import write_result  # noqa: E402
-from examples.landing import Landing  # noqa: E402
-from examples.local_cluster import standalone_cluster  # noqa: E402
+from tests.support.landing import Landing  # noqa: E402
+from tests.support.local_cluster import standalone_cluster  # noqa: E402
 
 SCALES = {
     # files, rows per file, distinct keys

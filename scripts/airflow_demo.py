@@ -17,7 +17,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from examples.landing import Landing  # noqa: E402
+from tests.support.landing import Landing  # noqa: E402
 
 HOME = Path(os.environ["CHECKPOINT_DEMO_HOME"])
 LANDING, ROOT, OUTPUT = HOME / "landing", HOME / "checkpoints", HOME / "output"

@@ -23,7 +23,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from examples.landing import Landing  # noqa: E402
+from tests.support.landing import Landing  # noqa: E402
 
 BASE = REPO / "demo-output"
 LANDING, ROOT, WORK, OUTPUT = BASE / "landing", BASE / "checkpoints", BASE / "work", BASE / "output"

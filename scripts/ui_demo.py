@@ -16,8 +16,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from examples.landing import Landing  # noqa: E402
-from examples.local_airflow import LocalAirflow  # noqa: E402
+from tests.support.landing import Landing  # noqa: E402
+from tests.support.local_airflow import LocalAirflow  # noqa: E402
 
 HOME = Path(os.environ.get("CHECKPOINT_DEMO_HOME", REPO / "demo-output")) / "ui"
 LAND_EVERY_SECONDS = 5.0

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from examples.landing import Landing
+from tests.support.landing import Landing
 
 REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent

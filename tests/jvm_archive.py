@@ -47,7 +47,7 @@ def archive_options(env: dict[str, str]) -> str | None:
 
 def _record(target: Path, env: dict[str, str]) -> bool:
     """One small stateful run of the runtime with ``-XX:ArchiveClassesAtExit`` (about 45 s)."""
-    from examples.landing import Landing
+    from tests.support.landing import Landing
 
     with tempfile.TemporaryDirectory(prefix="jvm-archive-") as folder:
         base = Path(folder)

@@ -1,7 +1,7 @@
 """The Airflow UI path, as a user meets it: a real Airflow on a loopback port, driven in headless Chromium.
 
 The API server, scheduler, DAG processor and triggerer run as their own processes over the example DAGs
-(``examples/local_airflow.py``). Each example DAG's Trigger dialog must validate with its defaults (a DAG
+(``tests/support/local_airflow.py``). Each example DAG's Trigger dialog must validate with its defaults (a DAG
 with the old empty-string param shows that the check can fail). Then, each triggered from its form with its
 defaults: ``scheduled_streaming`` runs to success and makes a checkpoint, and its task log page shows the
 runtime's checkpoint lines; ``restore_automation`` starts its continuous job, whose first checkpoint a
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from examples.local_airflow import LocalAirflow
 from tests.conftest import REPO, Landing, final_counts
+from tests.support.local_airflow import LocalAirflow
 from tests.ui import Screenshots, headless_chromium, open_trigger_dialog, wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

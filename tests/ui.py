@@ -1,6 +1,6 @@
 """What the UI tests share: a headless Chromium, waiting for a page, the trigger dialog, and screenshots.
 
-The Airflow side is ``examples.local_airflow.LocalAirflow`` (real API server, scheduler, DAG processor and
+The Airflow side is ``tests.support.local_airflow.LocalAirflow`` (real API server, scheduler, DAG processor and
 triggerer on a loopback port). The UI-path tests of the example DAGs and the checkpoint page's tests both
 drive Airflow through these, so they test the same way.
 """

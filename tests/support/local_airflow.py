@@ -24,7 +24,7 @@ from typing import Any
 
 import psutil
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 PROCESSES = ("api-server", "scheduler", "dag-processor", "triggerer")
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "spark-cluster.sh"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "spark-cluster.sh"
 
 
 @contextmanager
