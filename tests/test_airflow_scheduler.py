@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from spark_checkpoint_runtime.layout import ControlChannel, JobFolder, LeaseFiles
-from tests.conftest import REPO, Landing, continuous_counts_args, final_counts, start_module
+from tests.support.helpers import REPO, Landing, continuous_counts_args, final_counts, start_module
 from tests.support.local_airflow import LocalAirflow
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

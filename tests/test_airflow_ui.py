@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, Landing, final_counts
+from tests.support.helpers import REPO, Landing, final_counts
 from tests.support.local_airflow import LocalAirflow
-from tests.ui import Screenshots, headless_chromium, open_trigger_dialog, wait_until
+from tests.support.ui import Screenshots, headless_chromium, open_trigger_dialog, wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -8,7 +8,7 @@ import pytest
 
 from spark_checkpoint_runtime.options import parse_options
 from spark_checkpoint_runtime.run import StreamingJob
-from tests.conftest import SPARK_CONF, Landing, job_args, run_module, tree_state
+from tests.support.helpers import SPARK_CONF, Landing, job_args, run_module, tree_state
 
 
 def _seed_root(root: Path) -> None:

@@ -24,8 +24,8 @@ import pytest
 
 from spark_checkpoint_runtime.layout import ControlChannel, JobFolder
 from spark_checkpoint_runtime.sinks import ParquetSink
-from tests import figures
-from tests.conftest import VENV_BIN, Landing, final_counts, job_args, kill_group, published_rows, spark_submit
+from tests.support import figures
+from tests.support.helpers import VENV_BIN, Landing, final_counts, job_args, kill_group, published_rows, spark_submit
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -20,9 +20,9 @@ import pytest
 
 from spark_checkpoint_runtime.durations import format_bytes, format_duration
 from spark_checkpoint_runtime.layout import JobFolder
-from tests.conftest import REPO, Landing, completed_checkpoints, continuous_counts_args, start_module, wait_for
+from tests.support.helpers import REPO, Landing, completed_checkpoints, continuous_counts_args, start_module, wait_for
 from tests.support.local_airflow import LocalAirflow
-from tests.ui import Screenshots, headless_chromium, wait_until
+from tests.support.ui import Screenshots, headless_chromium, wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import (
+from tests.support.helpers import (
     Landing,
     completed_checkpoints,
     job_args,

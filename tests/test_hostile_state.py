@@ -27,7 +27,7 @@ from spark_checkpoint_runtime.layout import (
 from spark_checkpoint_runtime.lease import JobLease
 from spark_checkpoint_runtime.restore import resolve_restore_point
 from spark_checkpoint_runtime.retention import plan_job_retention, subsume
-from tests.conftest import write_checkpoint
+from tests.support.helpers import write_checkpoint
 
 CORPUS = Path(__file__).parent / "hostile"
 OVERSIZE = "oversize (made by the test)"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.support.helpers import REPO
 
 
 def _imports(package: Path) -> dict[str, set[str]]:

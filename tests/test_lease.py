@@ -13,7 +13,7 @@ import pytest
 from spark_checkpoint_runtime.errors import JobHeld, LeaseLost
 from spark_checkpoint_runtime.layout import ControlChannel, JobFolder, LeaseFiles, SnapshotExists, now_ms
 from spark_checkpoint_runtime.lease import JobLease
-from tests.conftest import checkpoint_metadata
+from tests.support.helpers import checkpoint_metadata
 
 
 def storage_at(tmp_path: Path) -> JobFolder:

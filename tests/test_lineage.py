@@ -22,7 +22,7 @@ from spark_checkpoint_runtime.layout import (
 )
 from spark_checkpoint_runtime.retention import apply_job_retention, plan_job_retention, plan_retention
 from spark_checkpoint_runtime.sinks import ParquetSink
-from tests.conftest import checkpoint_metadata, write_checkpoint
+from tests.support.helpers import checkpoint_metadata, write_checkpoint
 
 
 def test_lineage_merges_ranges_and_answers_membership():

@@ -15,7 +15,7 @@ from spark_checkpoint_runtime.lease import JobLease
 from spark_checkpoint_runtime.options import parse_options, redacted
 from spark_checkpoint_runtime.retention import apply_job_retention, plan_job_retention
 from spark_checkpoint_runtime.working_copy import WorkingCopy
-from tests.conftest import checkpoint_metadata, write_checkpoint
+from tests.support.helpers import checkpoint_metadata, write_checkpoint
 
 BASE = ["--job-name", "j", "--checkpoint-root", "/tmp/r", "--pipeline", "m:f"]
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from spark_checkpoint_runtime.layout import JobFolder, SnapshotExists
-from tests import figures
-from tests.conftest import S3_BUCKET as BUCKET
-from tests.conftest import S3_SECRET as SECRET
-from tests.conftest import Landing, checkpoint_metadata, final_counts
+from tests.support import figures
+from tests.support.helpers import S3_BUCKET as BUCKET
+from tests.support.helpers import S3_SECRET as SECRET
+from tests.support.helpers import Landing, checkpoint_metadata, final_counts
 from tests.test_chaos import RANDOM, SEED, run_chain
 
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from spark_checkpoint_runtime.layout import JobFolder, LeaseFiles
-from tests import figures
-from tests.conftest import (
+from tests.support import figures
+from tests.support.helpers import (
     Landing,
     completed_checkpoints,
     job_args,

@@ -14,8 +14,8 @@ import pytest
 from spark_checkpoint_runtime.errors import ExistingOutput
 from spark_checkpoint_runtime.fingerprint import IncompatibleRestore
 from spark_checkpoint_runtime.layout import JobFolder
-from tests.conftest import final_counts, published_rows, tree_state
-from tests.conftest import run_job as run
+from tests.support.helpers import final_counts, published_rows, tree_state
+from tests.support.helpers import run_job as run
 
 pytestmark = pytest.mark.spark
 

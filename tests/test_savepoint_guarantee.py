@@ -15,7 +15,7 @@ import pytest
 
 from spark_checkpoint_runtime.options import parse_options
 from spark_checkpoint_runtime.run import StreamingJob
-from tests.conftest import (
+from tests.support.helpers import (
     Landing,
     completed_checkpoints,
     final_counts,

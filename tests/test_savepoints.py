@@ -21,7 +21,7 @@ from spark_checkpoint_runtime.layout import ControlChannel, JobFolder
 from spark_checkpoint_runtime.options import parse_options
 from spark_checkpoint_runtime.retention import apply_job_retention, plan_job_retention
 from spark_checkpoint_runtime.run import StreamingJob
-from tests.conftest import (
+from tests.support.helpers import (
     Landing,
     completed_checkpoints,
     continuous_counts_args,
@@ -224,7 +224,7 @@ def test_allow_non_restored_state_drops_trailing_operators_only(spark, tmp_path,
 
 
 def test_a_rocksdb_savepoint_copied_elsewhere_restores_exact_counts_and_stays_untouched(spark, tmp_path, landing):
-    from tests.state_matrix import STATE_CONFS, STORES, store_args
+    from tests.support.state_matrix import STATE_CONFS, STORES, store_args
 
     root, work, output = tmp_path / "root", tmp_path / "work", tmp_path / "out"
     landing.add_files(5)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.state_matrix import FAMILIES, store_args
+from tests.support.state_matrix import FAMILIES, store_args
 from tests.test_chaos import RANDOM, SEED, run_chain
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

@@ -15,8 +15,8 @@ import pytest
 
 from spark_checkpoint_runtime.fingerprint import IncompatibleRestore
 from spark_checkpoint_runtime.layout import JobFolder
-from tests.conftest import job_args
-from tests.state_matrix import FAMILIES, STATE_CONFS, STORES, Family, store_args
+from tests.support.helpers import job_args
+from tests.support.state_matrix import FAMILIES, STATE_CONFS, STORES, Family, store_args
 
 pytestmark = pytest.mark.spark
 

@@ -14,9 +14,9 @@ import pytest
 
 from spark_checkpoint_runtime.errors import JobFailed
 from spark_checkpoint_runtime.layout import JobFolder
-from tests import figures
-from tests.conftest import Landing, final_counts, published_rows, run_job
-from tests.faulty_fs import FaultPlan, install
+from tests.support import figures
+from tests.support.faulty_fs import FaultPlan, install
+from tests.support.helpers import Landing, final_counts, published_rows, run_job
 
 pytestmark = pytest.mark.spark
 

@@ -16,7 +16,7 @@ from spark_checkpoint_runtime.layout import (
     create_exclusively,
     probe_exclusive_create,
 )
-from tests.conftest import tree_state
+from tests.support.helpers import tree_state
 
 
 class _LocalFilesUnderAnotherName(fsspec.AbstractFileSystem):

@@ -22,7 +22,7 @@ import psutil
 import pytest
 
 from spark_checkpoint_runtime.layout import JobFolder, LeaseFiles
-from tests.conftest import REPO, VENV_BIN
+from tests.support.helpers import REPO, VENV_BIN
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

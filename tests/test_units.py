@@ -20,7 +20,7 @@ from spark_checkpoint_runtime.layout import (
 from spark_checkpoint_runtime.options import OptionsError, parse_options
 from spark_checkpoint_runtime.retention import plan_retention
 from spark_checkpoint_runtime.state_files import CaptureError, UnsupportedStateStore, select_files
-from tests.conftest import checkpoint_metadata, write_checkpoint
+from tests.support.helpers import checkpoint_metadata, write_checkpoint
 
 BASE = ["--job-name", "j", "--checkpoint-root", "/tmp/r", "--pipeline", "m:f"]
 
@@ -380,7 +380,7 @@ def test_a_poke_with_nothing_new_lists_only_the_job_folder_and_restore_lists_onl
 ):
     """What a sensor's poke and a restore list: never the whole of ``shared/``, whatever it holds."""
     from spark_checkpoint_runtime.layout import find_completed_checkpoint
-    from tests.conftest import write_checkpoint
+    from tests.support.helpers import write_checkpoint
 
     storage = JobFolder(str(tmp_path), "orders")
     for checkpoint_id in (1, 2, 3):

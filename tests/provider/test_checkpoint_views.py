@@ -14,7 +14,7 @@ from airflow_checkpoint_provider.ui.charts import history_charts
 from airflow_checkpoint_provider.ui.pages import job_list_page, job_page
 from airflow_checkpoint_provider.ui.roots import ConfiguredRoot, parse_roots, root_index_of
 from spark_checkpoint_runtime.layout import JobFolder, now_ms
-from tests.conftest import write_checkpoint
+from tests.support.helpers import write_checkpoint
 
 
 def test_roots_parse_with_optional_connections_and_refuse_empty_parts():

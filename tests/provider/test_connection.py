@@ -11,8 +11,8 @@ from airflow.sdk.exceptions import AirflowException
 
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
 from spark_checkpoint_runtime.layout import JobFolder
-from tests.conftest import S3_BUCKET, write_checkpoint
-from tests.provider.conftest import load_dag, task_states, xcom
+from tests.support.airflow_env import load_dag, task_states, xcom
+from tests.support.helpers import S3_BUCKET, write_checkpoint
 
 
 @pytest.fixture

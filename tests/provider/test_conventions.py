@@ -18,7 +18,7 @@ import zipfile
 from datetime import timedelta
 from pathlib import Path
 
-from tests.conftest import REPO
+from tests.support.helpers import REPO
 
 DEFERRABLE = (
     "airflow_checkpoint_provider.sensors.CheckpointSensor",

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from spark_checkpoint_runtime.layout import ControlChannel, JobFolder
-from tests.conftest import (
+from tests.support.airflow_env import load_dag, task_states, xcom
+from tests.support.helpers import (
     Landing,
     completed_checkpoints,
     continuous_counts_args,
@@ -16,7 +17,6 @@ from tests.conftest import (
     start_module,
     wait_for,
 )
-from tests.provider.conftest import load_dag, task_states, xcom
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.conftest import Landing, completed_checkpoints, final_counts, job_args, published_rows, start_module
-from tests.provider.conftest import PLANTED_SECRET, Later, load_dag, task_states, xcom
+from tests.support.airflow_env import PLANTED_SECRET, Later, load_dag, task_states, xcom
+from tests.support.helpers import Landing, completed_checkpoints, final_counts, job_args, published_rows, start_module
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -192,7 +192,7 @@ def test_killed_task_stops_the_job_gracefully_through_on_kill(tmp_path: Path, la
 def test_allow_fresh_start_never_starts_fresh_over_damaged_checkpoints(tmp_path: Path, landing: Landing, capfd):
     """Damaged checkpoints are not "no checkpoint": the run fails (the runtime exits 3) and names each one."""
     from spark_checkpoint_runtime.layout import JobFolder
-    from tests.conftest import write_checkpoint
+    from tests.support.helpers import write_checkpoint
 
     storage = JobFolder(str(tmp_path / "root"), "orders")
     for checkpoint_id in (1, 2):

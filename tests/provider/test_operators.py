@@ -14,8 +14,8 @@ from spark_checkpoint_runtime.layout import (
     now_ms,
     write_metadata_atomically,
 )
-from tests.conftest import tree_state, write_checkpoint
-from tests.provider.conftest import load_dag, task_states, xcom
+from tests.support.airflow_env import load_dag, task_states, xcom
+from tests.support.helpers import tree_state, write_checkpoint
 
 DAY = 86400
 

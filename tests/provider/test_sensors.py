@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from spark_checkpoint_runtime.layout import JobFolder, now_ms
-from tests.conftest import VENV_BIN, write_checkpoint
-from tests.provider.conftest import load_dag, task_states, xcom
+from tests.support.airflow_env import load_dag, task_states, xcom
+from tests.support.helpers import VENV_BIN, write_checkpoint
 
 
 def test_airflow_providers_list_shows_the_provider():
@@ -107,7 +107,7 @@ def test_commit_watch_passes_over_an_abandoned_checkpoint_and_waits_at_one_in_pr
 
     from airflow_checkpoint_provider.triggers.commits import new_commits
     from spark_checkpoint_runtime.layout import DamagedCheckpoint
-    from tests.conftest import checkpoint_metadata
+    from tests.support.helpers import checkpoint_metadata
 
     storage = JobFolder(str(tmp_path), "orders")
 

@@ -21,8 +21,8 @@ import pytest
 from airflow_checkpoint_provider.hooks.kill_watch import KillWatch
 from airflow_checkpoint_provider.triggers.health import RunningJobHealthTrigger, judge_running_job
 from spark_checkpoint_runtime.layout import ControlChannel, JobFolder, LeaseFiles, now_ms
-from tests.conftest import write_checkpoint
-from tests.provider.conftest import load_dag, task_states, xcom
+from tests.support.airflow_env import load_dag, task_states, xcom
+from tests.support.helpers import write_checkpoint
 
 
 def _hold(storage: JobFolder, epoch: int, run_key: str | None, acquired_ms: int | None = None) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from spark_checkpoint_runtime.layout import CompletedCheckpoints, ControlChannel, JobFolder
-from tests.conftest import checkpoint_metadata, write_checkpoint
+from tests.support.helpers import checkpoint_metadata, write_checkpoint
 
 # Kwargs as the triggers serialized them before they shared a base class (key order included).
 SERIALIZED_BEFORE = {

@@ -12,7 +12,7 @@ from pathlib import Path
 
 FIGURES: Counter[str] = Counter()
 KILLS_BY_POINT: Counter[str] = Counter()
-OUTPUT = Path(__file__).resolve().parents[1] / ".cache" / "reliability-figures.json"
+OUTPUT = Path(__file__).resolve().parents[2] / ".cache" / "reliability-figures.json"
 PARTS = OUTPUT.parent / "reliability-figures.parts"
 
 

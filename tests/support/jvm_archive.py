@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CACHE = REPO / ".cache" / "jvm"
 # The tests' data is tiny: the optimizing JIT and the parallel collector would spend more CPU than they save
 # (about half of each short run's CPU time, measured), and the suite runs two pytest workers on two cores.

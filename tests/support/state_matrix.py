@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from examples.pipelines import EVENT_TIME_BASE, SESSION_CLUSTER, SESSION_GAP_SECONDS
-from tests.conftest import final_counts, published_rows
+from tests.support.helpers import final_counts, published_rows
 from tests.support.landing import Landing
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
