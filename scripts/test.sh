@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing, lints, then runs the whole suite (real Spark, real processes).
-# Extra arguments go to pytest (e.g. scripts/test.sh -m "not slow"; -n 0 runs everything in one process).
+# Extra arguments go to pytest: a tier (scripts/test.sh tests/unit takes seconds; tests/integration, tests/system),
+# a marker (-m "not slow" skips tests/system, -m matrix), or -n 0 to run everything in one process.
 # Two pytest workers: most of the time is spent waiting on Spark JVMs and Airflow, so two overlap well.
 set -euo pipefail
 cd "$(dirname "$0")/.."

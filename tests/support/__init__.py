@@ -1,2 +1,3 @@
-"""What the tests share, and what the demo scripts and benchmarks drive too (a landing folder, a local Airflow,
-a local Spark cluster). Plain modules: nothing here needs pytest unless it says so."""
+"""What the tests share: fixtures.py and airflow_env.py are pytest plugins (tests/conftest.py registers them),
+the rest plain modules. landing.py, local_airflow.py and local_cluster.py are driven by the demo scripts and the
+benchmarks too, which import them from here."""

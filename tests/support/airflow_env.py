@@ -61,6 +61,22 @@ def airflow_db():
 PLANTED_SECRET = "PLANTED-SECRET-7f3a9c"
 
 
+@pytest.fixture
+def rooted(tmp_path: Path):
+    """A connection whose Host is the default root, with the key in Login and the secret in Password
+    (``checkpoint_rooted``, which the DAG ``root_from_connection`` uses)."""
+    connection = {
+        "conn_type": "checkpoint_storage",
+        "host": str(tmp_path / "root"),
+        "login": "AKIA-TEST-KEY",
+        "password": "not-a-real-secret",
+        "extra": {"client_kwargs": {"region_name": "eu-west-1"}},
+    }
+    os.environ["AIRFLOW_CONN_CHECKPOINT_ROOTED"] = json.dumps(connection)
+    yield tmp_path / "root"
+    del os.environ["AIRFLOW_CONN_CHECKPOINT_ROOTED"]
+
+
 def load_dag(dag_id: str):
     """The DAG with ``dag_id`` from the DAGs folder, parsed the way the DAG processor parses it."""
     from airflow.dag_processing.dagbag import DagBag

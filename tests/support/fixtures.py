@@ -27,6 +27,13 @@ def _use_jvm_archive() -> None:
         os.environ["SPARK_SUBMIT_OPTS"] = f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} {options}".strip()
 
 
+def _only_unit_tests(config) -> bool:
+    """Every path given is in the unit tier (``tests/unit``), which never starts a JVM."""
+    unit = Path(__file__).resolve().parents[1] / "unit"
+    paths = [Path(config.invocation_params.dir, arg.split("::")[0]).resolve() for arg in config.args]
+    return bool(paths) and all(path.is_relative_to(unit) for path in paths)
+
+
 def pytest_configure(config) -> None:
     """In the controlling process: forget old figures; under xdist, build the JVM archive before workers start."""
     if hasattr(config, "workerinput"):
@@ -34,7 +41,11 @@ def pytest_configure(config) -> None:
     from tests.support.figures import clear_parts
 
     clear_parts()
-    if getattr(config.option, "numprocesses", None) and "not spark" not in (config.option.markexpr or ""):
+    if (
+        getattr(config.option, "numprocesses", None)
+        and "not spark" not in (config.option.markexpr or "")
+        and not _only_unit_tests(config)
+    ):
         _use_jvm_archive()  # workers inherit SPARK_SUBMIT_OPTS
 
 

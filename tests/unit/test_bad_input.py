@@ -6,9 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_checkpoint_runtime.options import parse_options
-from spark_checkpoint_runtime.run import StreamingJob
-from tests.support.helpers import SPARK_CONF, Landing, job_args, run_module, tree_state
+from tests.support.helpers import Landing, job_args, run_module, tree_state
 
 
 def _seed_root(root: Path) -> None:
@@ -65,26 +63,3 @@ def test_restore_from_garbage_or_outside_the_root(tmp_path: Path, landing: Landi
     # "latest" with only damaged checkpoints refuses rather than silently starting from empty state.
     _assert_refused(run_module(job_args("j", root, work, landing), timeout=120), "has no valid checkpoint", code=3)
     assert tree_state(root) == before
-
-
-@pytest.mark.spark
-@pytest.mark.slow
-def test_changed_shuffle_partitions_is_refused_by_the_cli(spark, tmp_path: Path, landing: Landing):
-    root, work = tmp_path / "root", tmp_path / "work"
-    landing.add_files(2)
-    options = job_args(
-        "j",
-        root,
-        work,
-        landing,
-        pipeline="examples.pipelines:running_counts",
-        output_mode="update",
-        sink=f"parquet:{tmp_path / 'out'}",
-    )
-    StreamingJob(parse_options(options), spark).run()
-    before = tree_state(root), tree_state(tmp_path / "out")
-    conf = [a for k, v in {**SPARK_CONF, "spark.sql.shuffle.partitions": "5"}.items() for a in ("--conf", f"{k}={v}")]
-    result = run_module(options + conf, timeout=240)
-    _assert_refused(result, "incompatible restore", code=3)
-    assert "conf spark.sql.shuffle.partitions: 2 became 5" in result.stderr
-    assert (tree_state(root), tree_state(tmp_path / "out")) == before

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.state_matrix import FAMILIES, store_args
-from tests.test_chaos import RANDOM, SEED, run_chain
+from tests.system.test_chaos import RANDOM, SEED, run_chain
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

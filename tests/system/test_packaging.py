@@ -18,6 +18,8 @@ import pytest
 
 from tests.support.helpers import REPO
 
+pytestmark = pytest.mark.slow  # builds a wheel, installs it into a fresh venv, runs Airflow's CLI
+
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:

@@ -341,4 +341,4 @@ def test_a_failed_publish_after_the_final_checkpoint_fails_the_run(spark, tmp_pa
 
     landing.add_files(1)
     with pytest.raises(JobFailed, match="no space left on device"):
-        run(spark, "unpublished", tmp_path, landing, sink="tests.test_runtime_inprocess:FailingCommitSink")
+        run(spark, "unpublished", tmp_path, landing, sink="tests.integration.test_runtime_inprocess:FailingCommitSink")

@@ -126,5 +126,5 @@ class OptionsSink:
 def test_a_user_sink_receives_the_jobs_storage_options():
     from spark_checkpoint_runtime.sinks import load_sink
 
-    sink = load_sink("tests.test_local_surface:OptionsSink", {"key": "id", "secret": "s"})
+    sink = load_sink("tests.unit.test_local_surface:OptionsSink", {"key": "id", "secret": "s"})
     assert sink.storage_options == {"key": "id", "secret": "s"}

@@ -26,7 +26,7 @@ from spark_checkpoint_runtime.layout import ControlChannel, JobFolder, LeaseFile
 from tests.support.helpers import REPO, Landing, final_counts, job_args, spark_submit, wait_for
 from tests.support.local_airflow import LocalAirflow
 from tests.support.local_cluster import standalone_cluster
-from tests.test_chaos import RANDOM, SEED, _assert_exactly_once, run_chain
+from tests.system.test_chaos import RANDOM, SEED, _assert_exactly_once, run_chain
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

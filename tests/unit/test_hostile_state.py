@@ -1,4 +1,4 @@
-"""Hostile or damaged state never crashes a reader: every file of ``tests/hostile/`` in every place, every reader.
+"""Hostile or damaged state never crashes a reader: every file of ``tests/unit/hostile/`` in every place, every reader.
 
 Each reader must treat the file as damaged (or the request as rejected), say why in one line, and carry on
 with the rest: restore falls back to the valid checkpoint beside it, sensors see that one, retention and the

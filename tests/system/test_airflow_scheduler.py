@@ -174,7 +174,7 @@ def test_an_asset_watcher_turns_each_commit_of_a_running_job_into_an_event(tmp_p
 def test_restore_automation_restores_a_stalled_job_that_answered_its_stop(tmp_path: Path):
     """A stall whose driver is alive (checkpoints come slower than the health window allows) ends with a
     graceful stop, not a kill: the job task succeeds, and the restore must still run. The example DAG under a
-    real scheduler and triggerer; the frozen-driver case (a kill) is in ``tests/test_cluster.py``."""
+    real scheduler and triggerer; the frozen-driver case (a kill) is in ``tests/system/test_cluster.py``."""
     dags, demo = tmp_path / "dags", tmp_path / "demo"
     dags.mkdir()
     for name in ("restore_automation.py", "example_settings.py"):

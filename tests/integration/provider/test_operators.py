@@ -138,43 +138,6 @@ def test_savepoint_operator_fails_clearly_without_a_job_or_in_time(tmp_path: Pat
     assert "did not complete within 3s" in output
 
 
-def test_durations_at_the_airflow_boundary_are_seconds_timedeltas_or_units():
-    """``timeout=300`` means 300 seconds, as everywhere in Airflow; the runtime gets the unit spelled out."""
-    from datetime import timedelta
-
-    from airflow_checkpoint_provider.durations import to_seconds
-    from airflow_checkpoint_provider.operators import CheckpointedStreamingJobOperator
-
-    assert [to_seconds(v, name="t") for v in (300, 2.5, "300", timedelta(minutes=5), "5min", "500ms")] == [
-        300.0,
-        2.5,
-        300.0,
-        300.0,
-        300.0,
-        0.5,
-    ]
-    for bad in ("ten", -1, True, "1e400"):
-        try:
-            to_seconds(bad, name="timeout")
-        except ValueError as exc:
-            assert "timeout" in str(exc)
-        else:
-            raise AssertionError(f"{bad!r} was taken as a duration")
-    operator = CheckpointedStreamingJobOperator(
-        task_id="t",
-        job_name="j",
-        checkpoint_root="/tmp/r",
-        pipeline="m:f",
-        checkpoint_interval=timedelta(seconds=10),
-        max_duration=300,
-        stop_timeout="2min",
-        runtime_options={"min_pause": 5, "checkpoint_timeout": "1h"},
-    )
-    values = operator.runtime_values("latest", "k")
-    assert (values["checkpoint_interval"], values["max_duration"], values["stop_timeout"]) == ("10s", "300s", "120s")
-    assert (values["min_pause"], values["checkpoint_timeout"]) == ("5s", "3600s")
-
-
 def test_a_savepoint_timeout_given_as_a_number_is_seconds(tmp_path: Path):
     ControlChannel(JobFolder(str(tmp_path), "silent")).heartbeat("run-1", None)  # alive, never answers
     started = time.monotonic()
