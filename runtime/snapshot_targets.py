@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from spark_checkpoint_runtime import faults
-from spark_checkpoint_runtime.layout import CheckpointMetadata, JobFolder, SavepointFolder
+from spark_checkpoint_runtime.layout import CheckpointMetadata, JobFolder, SavepointFolder, SnapshotExists
 from spark_checkpoint_runtime.snapshot import Capture, StoredFiles, Upload, upload, upload_savepoint
 from spark_checkpoint_runtime.working_copy import WorkingCopy
 
@@ -80,6 +80,8 @@ class SavepointTarget:
 
     def __init__(self, folder: SavepointFolder):
         self.folder = folder
+        self.started = False  # this attempt began copying into the folder
+        self.written = False  # this attempt wrote the folder's _metadata
 
     @property
     def where(self) -> str:
@@ -88,13 +90,27 @@ class SavepointTarget:
     def upload(
         self, snap: Capture, working: WorkingCopy, aborted: threading.Event, fence: Callable[[str], None]
     ) -> Upload:
+        # A completed savepoint is immutable: one already there (the same trigger id asked twice, a copy made
+        # by hand) is refused before a single file of it is overwritten.
+        if self.folder.exists():
+            raise SnapshotExists(
+                f"{self.folder.url} already holds a completed savepoint; a savepoint is never overwritten: ask "
+                "with another trigger id or target directory"
+            )
+        self.started = True
         return upload_savepoint(snap, working, self.folder, aborted, fence=fence)
 
     def write_metadata(self, meta: CheckpointMetadata) -> None:
         self.folder.write_metadata(meta)
+        self.written = True
 
     def withdraw(self, snapshot_id: int) -> None:
-        self.folder.discard()
+        if self.written:
+            self.folder.discard()
+        else:
+            self.discard(snapshot_id)
 
     def discard(self, snapshot_id: int) -> None:
-        self.folder.discard()
+        # Only what this attempt wrote: never a folder it found completed, nor one it never began.
+        if self.started and not self.written and not self.folder.exists():
+            self.folder.discard()

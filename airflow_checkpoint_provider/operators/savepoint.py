@@ -64,8 +64,11 @@ class SavepointOperator(BaseOperator):
         self.poll_interval = to_seconds(poll_interval, name="poll_interval")
 
     def trigger_id(self, context: Context) -> str:
+        """The request's id: one per task instance, so each mapped task asks for a savepoint of its own."""
         ti = context["ti"]
-        return key_from(f"{ti.dag_id}.{ti.task_id}.{ti.run_id}")
+        map_index = getattr(ti, "map_index", -1)
+        mapped = f".{map_index}" if isinstance(map_index, int) and map_index >= 0 else ""
+        return key_from(f"{ti.dag_id}.{ti.task_id}.{ti.run_id}{mapped}")
 
     def execute(self, context: Context) -> str:
         self.checkpoint_root = CheckpointStorageHook(self.storage_conn_id).root(self.checkpoint_root)
