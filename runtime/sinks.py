@@ -31,6 +31,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from spark_checkpoint_runtime import faults
 from spark_checkpoint_runtime.layout import Lineage, StagedOutput, open_url, validate_key
+from spark_checkpoint_runtime.layout.store import sync_file, sync_folder
 
 log = logging.getLogger(__name__)
 
@@ -95,8 +96,11 @@ class ParquetSink:
             folder, sources = self._staged_parts(staged.run_id, batch_id)
             for source in sources:
                 name = posixpath.basename(source)
+                sync_file(self.fs, source)  # Spark does not fsync what it wrote: the bytes go first
                 self.fs.mv(source, posixpath.join(self.path, f"c{staged.checkpoint_id}-b{batch_id}-{name}"))
                 faults.reach("sink-commit")
+            if sources:
+                sync_folder(self.fs, self.path)  # the published names are durable before the commit returns
             self._rm(folder)
 
     def recover(self, staged: StagedOutput | None, lineage: Lineage) -> None:

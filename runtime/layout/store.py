@@ -40,6 +40,7 @@ def write_metadata_atomically(fs: fsspec.AbstractFileSystem, folder: str, meta: 
     """
     final = posixpath.join(folder, METADATA_FILE)
     fs.makedirs(folder, exist_ok=True)
+    sync_folder(fs, posixpath.dirname(folder))  # the snapshot's folder itself survives a power loss
     if not create_exclusively(fs, final, meta.to_json().encode("utf-8")):
         try:
             holder = read_metadata(fs, folder).run_id
@@ -61,20 +62,55 @@ def create_exclusively(fs: fsspec.AbstractFileSystem, path: str, data: bytes) ->
     whose response was lost, and the retry then sees 412 for its own first write.
     """
     if isinstance(fs, LocalFileSystem):
+        # Durable before announced: the bytes are on disk before the name points at them, and the name is on
+        # disk before anyone is told (a power loss must not leave a _metadata or a lease grant half there).
         temporary = f"{path}.{uuid.uuid4().hex}.tmp"
-        fs.pipe_file(temporary, data)
+        _write_synced(temporary, data)
         try:
             os.link(temporary, path)
         except FileExistsError:
             return _already_ours(fs, path, data)
         finally:
             os.unlink(temporary)
+        sync_folder(fs, posixpath.dirname(path))
         return True
     try:
         fs.pipe_file(path, data, mode="create")
     except FileExistsError:
         return _already_ours(fs, path, data)
     return True
+
+
+def _write_synced(path: str, data: bytes) -> None:
+    """Create a local file with ``data`` and fsync it."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def sync_file(fs: fsspec.AbstractFileSystem, path: str) -> None:
+    """fsync a local file (before a rename publishes it); object stores are durable once a write returns."""
+    if isinstance(fs, LocalFileSystem):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def sync_folder(fs: fsspec.AbstractFileSystem, folder: str) -> None:
+    """fsync a local folder, so names created, linked or renamed in it survive a power loss."""
+    if isinstance(fs, LocalFileSystem):
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def _already_ours(fs: fsspec.AbstractFileSystem, path: str, data: bytes) -> bool:
