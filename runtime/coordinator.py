@@ -26,6 +26,7 @@ from spark_checkpoint_runtime.checkpoint_policy import CheckpointConfig, Failure
 from spark_checkpoint_runtime.durations import format_bytes, format_duration
 from spark_checkpoint_runtime.errors import LeaseLost
 from spark_checkpoint_runtime.layout import (
+    KEEP_RECORDS,
     CheckpointMetadata,
     JobFolder,
     Lineage,
@@ -42,6 +43,10 @@ from spark_checkpoint_runtime.working_copy import WorkingCopy
 log = logging.getLogger(__name__)
 
 MAX_CONSECUTIVE_DECLINES = 5
+
+
+class IdTaken(RuntimeError):
+    """The id a snapshot was given is reserved already (a checkpoint failure: the next one gets a new id)."""
 
 
 class StagedOutputs(Protocol):
@@ -142,6 +147,8 @@ class CheckpointCoordinator:
         self.covered_batch = -1  # the newest batch a completed checkpoint (not a savepoint) of this run covers
         self.completed: list[int] = []
         self._next_id = next_id
+        self._reserved: list[int] = []  # ids this run reserved in the id record, oldest first
+        self._marked = False  # this run recorded that the job has a completed checkpoint
         self._pending: PendingCheckpoint | None = None
         self._latest_batch = -1
         self._requests: list[SnapshotRequest] = []
@@ -309,12 +316,36 @@ class CheckpointCoordinator:
             return
         capture_ms = int((self.clock() - started) * 1000)
         aborted = threading.Event()
-        future = self._uploader.submit(target.upload, snap, self.working, aborted, self.fence.check)
+        future = self._uploader.submit(self._reserve_and_upload, checkpoint_id, target, snap, aborted)
         self._pending = PendingCheckpoint(
             checkpoint_id, batch_id, trigger_ms, started, snap, capture_ms, future, target, aborted, request
         )
         future.add_done_callback(self._wake)  # complete the checkpoint as soon as its upload ends
         log.debug("triggered %s %d for batch %d", self._pending.kind, checkpoint_id, batch_id)
+
+    def _reserve_and_upload(
+        self, snapshot_id: int, target: SnapshotTarget, snap: Capture, aborted: threading.Event
+    ) -> Upload:
+        """On the upload thread: reserve the id in the job's id record, then upload (ids are never reused)."""
+        self.fence.check(f"reserving id {snapshot_id}")
+        if not self.storage.ids.reserve(snapshot_id, kind=target.kind, run_id=self.run_id, target=target.location):
+            raise IdTaken(f"id {snapshot_id} is reserved already in {self.storage.location}; the next one is tried")
+        self._reserved.append(snapshot_id)
+        if len(self._reserved) > KEEP_RECORDS:
+            # The highest record alone sets the next id: this run's older ones go, one per snapshot.
+            self.storage.ids.forget(self._reserved[:-KEEP_RECORDS])
+            del self._reserved[:-KEEP_RECORDS]
+        return target.upload(snap, self.working, aborted, self.fence.check)
+
+    def _mark_completed(self, meta: CheckpointMetadata) -> None:
+        """Record once per run that the job has a completed checkpoint (a later run never starts empty)."""
+        if self._marked:
+            return
+        try:
+            self.storage.ids.mark_completed(meta.id, self.run_id)
+            self._marked = True
+        except Exception:  # tried again after the next checkpoint
+            log.warning("could not record that checkpoint %d completed", meta.id, exc_info=True)
 
     def _finish(self, pending: PendingCheckpoint) -> None:
         target = pending.target
@@ -346,6 +377,7 @@ class CheckpointCoordinator:
         self.working.release(f"chk-{pending.id}")
         if target.subsumes:
             self.stored.replace(meta.files)  # savepoints share nothing with later checkpoints
+            self._mark_completed(meta)
         self.failures.succeeded()
         self.declines = 0
         self.decider.finished(self.clock())

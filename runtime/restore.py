@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spark_checkpoint_runtime.fingerprint import IncompatibleRestore, differences, pinned_conf_values
-from spark_checkpoint_runtime.layout import CheckpointMetadata, JobFolder, ValidCheckpoint
+from spark_checkpoint_runtime.layout import CheckpointMetadata, JobFolder, NoValidCheckpoint, ValidCheckpoint
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +59,7 @@ def resolve_restore_point(storage: JobFolder, restore_from: str) -> RestorePoint
     if choice == "latest":
         found = storage.checkpoints.latest_valid()
         if found is None:
+            _refuse_lost_state(storage)
             log.info("no checkpoint under %s; starting fresh", storage.location)
             return None
         return RestorePoint(found)
@@ -66,6 +67,20 @@ def resolve_restore_point(storage: JobFolder, restore_from: str) -> RestorePoint
     if found.metadata.kind == "savepoint" and found.metadata.job_name != storage.job_name:
         log.warning("restoring job %r from a savepoint of job %r", storage.job_name, found.metadata.job_name)
     return RestorePoint(found)
+
+
+def _refuse_lost_state(storage: JobFolder) -> None:
+    """No checkpoint is left: refuse to start from empty state if the job has completed checkpoints before."""
+    completed = storage.ids.completed()
+    if completed is None:
+        return
+    first = completed.get("first_checkpoint")
+    since = f" (its first was chk-{first}, by run {completed.get('run_id', '?')})" if first is not None else ""
+    raise NoValidCheckpoint(
+        f"{storage.location} has no checkpoint left, but the job has completed checkpoints before{since}: its "
+        "state was deleted, and a fresh start would count from zero. Restore from a savepoint or a copy of the "
+        "checkpoints (--restore-from PATH), or pass --restore-from none to start from empty state on purpose"
+    )
 
 
 def starts_new_branch(storage: JobFolder, point: RestorePoint) -> bool:

@@ -303,9 +303,10 @@ def plan_job_retention(
             completed[checkpoint_id] = meta
         elif completed:
             delete.append(checkpoint_id)  # damaged, and a newer valid checkpoint is kept
-        elif _untouched_for(by_folder[checkpoint_dir_name(checkpoint_id)], orphan_grace, now):
-            orphan_folders.append(checkpoint_id)
         elif meta is not None:
+            # Damaged with nothing valid newer: while nothing valid is kept it is all that is left of the job's
+            # state (a lifecycle rule or a cleanup took its files), so it stays, however old, for a person to
+            # look at; a newer valid checkpoint lets it go.
             staying_damaged.append(meta)
     keep = sorted(completed)
     delete.sort()

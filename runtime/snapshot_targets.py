@@ -28,6 +28,7 @@ class SnapshotTarget(Protocol):
     incremental: bool  # references files already stored instead of copying them
     subsumes: bool  # a completed one becomes "latest", replaces the stored set and runs retention
     where: str  # for the log line of a completed snapshot
+    location: str | None  # a savepoint's folder, for the id record; None for the job's own checkpoints
 
     def upload(
         self, snap: Capture, working: WorkingCopy, aborted: threading.Event, fence: Callable[[str], None]
@@ -49,6 +50,7 @@ class CheckpointTarget:
     incremental = True
     subsumes = True
     where = ""
+    location = None
 
     def __init__(self, storage: JobFolder, run_id: str, stored: StoredFiles):
         self.storage = storage
@@ -86,6 +88,10 @@ class SavepointTarget:
     @property
     def where(self) -> str:
         return f" at {self.folder.url}"
+
+    @property
+    def location(self) -> str:
+        return self.folder.url
 
     def upload(
         self, snap: Capture, working: WorkingCopy, aborted: threading.Event, fence: Callable[[str], None]

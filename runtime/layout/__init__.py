@@ -10,6 +10,7 @@ Layout of one job (``<root>/<job>/``)::
     shared/...            immutable files (state data, source logs) referenced by one or more checkpoints
     savepoints/...        self-contained savepoints, never deleted by checkpoint retention
     _control/...          requests from Airflow and the runtime's responses
+    _ids/...              the id record: ids reserved (never used twice), whether a checkpoint ever completed
 
 Every path inside ``_metadata`` is relative (to the job folder for a checkpoint), so a folder can be
 validated without trusting it: a listed path that is absolute or climbs out with ``..`` makes the
@@ -28,6 +29,7 @@ One concept per module:
 - ``savepoints``: its savepoints (``JobFolder.savepoints``) and self-contained, relocatable savepoint folders;
 - ``control``: requests from Airflow and the runtime's answers (``ControlChannel(job_folder)``);
 - ``lease_files``: the files behind the job lease;
+- ``id_record``: ``_ids/``, the durable record of every snapshot id reserved and of a first completed checkpoint;
 - ``errors``: what goes wrong reading the format.
 
 Everything is importable from ``spark_checkpoint_runtime.layout`` itself.
@@ -50,6 +52,7 @@ from spark_checkpoint_runtime.layout.errors import (
     DamagedCheckpoint,
     NoValidCheckpoint,
 )
+from spark_checkpoint_runtime.layout.id_record import KEEP_RECORDS, IdRecord
 from spark_checkpoint_runtime.layout.job_folder import (
     JobFolder,
 )
@@ -107,6 +110,8 @@ __all__ = [
     "CheckpointFormatError",
     "CheckpointMetadata",
     "CompletedCheckpoints",
+    "IdRecord",
+    "KEEP_RECORDS",
     "ControlChannel",
     "ControlPoll",
     "ControlRequest",

@@ -21,11 +21,13 @@ from fsspec.implementations.local import LocalFileSystem
 from spark_checkpoint_runtime.layout.completed_checkpoints import CompletedCheckpoints
 from spark_checkpoint_runtime.layout.control import control_path
 from spark_checkpoint_runtime.layout.errors import CheckpointFormatError, DamagedCheckpoint
+from spark_checkpoint_runtime.layout.id_record import IdRecord
 from spark_checkpoint_runtime.layout.metadata import ValidCheckpoint
 from spark_checkpoint_runtime.layout.names import (
     JOB_NAME_PATTERN,
     METADATA_FILE,
     REPORTS_DIR,
+    checkpoint_dir_name,
     is_inside,
     parse_checkpoint_dir_name,
     relative_to,
@@ -45,6 +47,9 @@ from spark_checkpoint_runtime.layout.store import (
 )
 
 log = logging.getLogger(__name__)
+
+# A job from before the id record: a folder an attempt left (no _metadata) lies just above the newest id known.
+LEGACY_ATTEMPT_REACH = 1000
 
 
 class JobFolder:
@@ -68,6 +73,7 @@ class JobFolder:
         self.job_path = posixpath.join(self.root_path, self.job_name)
         self.checkpoints = CompletedCheckpoints(self)
         self.savepoints = Savepoints(self)
+        self.ids = IdRecord(self)
 
     # --- paths -----------------------------------------------------------------------------------
     def __repr__(self) -> str:
@@ -91,12 +97,29 @@ class JobFolder:
         probe_exclusive_create(self.fs, control_path(self), location=self.location)
 
     def next_checkpoint_id(self) -> int:
-        """The id for the next checkpoint: past every ``chk-<N>`` and savepoint here, so ids keep increasing.
+        """The id for the next snapshot: past the id record, every ``_metadata`` and every savepoint here.
 
-        Checkpoints and savepoints share one counter, as in Flink.
+        Checkpoints and savepoints share one counter, as in Flink. A ``chk-<N>`` folder without ``_metadata``
+        (what a failed or killed attempt leaves) counts only where an attempt could have left it: at or below
+        the id record, or (a job from before the record) near the newest id known. One far above (a bad copy,
+        a typo) is reported and ignored: it would make every later id huge.
         """
-        ids = self.checkpoints.ids() + self.savepoints.ids()
-        return (max(ids) + 1) if ids else 1
+        recorded = self.ids.highest()
+        folders = self.checkpoints.ids()
+        with_metadata = self.checkpoints.newest_metadata_id() or 0
+        known = max([recorded, with_metadata, *self.savepoints.ids()])
+        reach = recorded if recorded else known + LEGACY_ATTEMPT_REACH
+        strays = [i for i in folders if i > max(reach, with_metadata)]
+        for stray in strays:
+            log.warning(
+                "%s: ignoring %s, a folder without _metadata far above every id the job has used (%d); "
+                "it was not written by a run of this job: delete it, or let retention remove it",
+                self.location,
+                checkpoint_dir_name(stray),
+                known,
+            )
+        attempts = [i for i in folders if i not in strays]
+        return max([known, *attempts]) + 1
 
     def resolve_snapshot(self, location: str) -> ValidCheckpoint:
         """Resolve a user-given restore path and validate what is there.

@@ -26,6 +26,8 @@ SAVEPOINTS_DIR = "savepoints"
 CONTROL_DIR = "_control"
 
 
+IDS_DIR = "_ids"  # the id record: one exclusively created file per reserved snapshot id (id_record.py)
+
 REPORTS_DIR = "_reports"  # full reports of maintenance runs (retention), named by when and by whom
 
 

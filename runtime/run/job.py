@@ -133,11 +133,12 @@ class StreamingJob:
             pruned = control.prune(opts.control_retention)
             if pruned:
                 log.info("pruned %d settled file(s) from _control/", pruned)
+            storage.ids.prune()  # earlier runs' id records below the newest few
         except Exception:  # housekeeping: the next run tries again
-            log.warning("could not prune _control/", exc_info=True)
+            log.warning("could not prune _control/ or _ids/", exc_info=True)
         coordinator.start()
         try:
-            recover_output(plan, coordinator, sink, state)
+            recover_output(plan, coordinator, sink, state, fence)
             requests = ControlRequests(control, opts, state, fence, coordinator, working)
             outcome, final = QueryLoop(opts, state, fence, coordinator, working, requests).run(spark, df, sink)
         finally:

@@ -43,15 +43,24 @@ def restore_working_copy(plan: RunPlan, working: WorkingCopy, job_name: str) -> 
     )
 
 
-def recover_output(plan: RunPlan, coordinator: CheckpointCoordinator, sink: Sink, state: RunState) -> None:
-    """Make the sink's output match the history the run continues, before the query runs."""
+def recover_output(
+    plan: RunPlan, coordinator: CheckpointCoordinator, sink: Sink, state: RunState, fence: RunFence
+) -> None:
+    """Make the sink's output match the history the run continues, before the query runs.
+
+    Recovery moves output (publishes, aborts, sets aside), so it runs only under a confirmed lease: a run
+    that lost the job between taking the lease and getting here moves nothing.
+    """
     if plan.rewind:
-        _start_branch(plan, coordinator, sink, state)
+        _start_branch(plan, coordinator, sink, state, fence)
     else:
+        fence.confirm("recovering the sink's output")
         sink.recover(plan.point.metadata.staged if plan.point is not None else None, plan.history)
 
 
-def _start_branch(plan: RunPlan, coordinator: CheckpointCoordinator, sink: Sink, state: RunState) -> None:
+def _start_branch(
+    plan: RunPlan, coordinator: CheckpointCoordinator, sink: Sink, state: RunState, fence: RunFence
+) -> None:
     """A rewind: a checkpoint of the restored state above every id in sight, then the sink's recovery.
 
     Until that checkpoint's ``_metadata`` exists, "latest" still continues the old history and nothing
@@ -74,6 +83,7 @@ def _start_branch(plan: RunPlan, coordinator: CheckpointCoordinator, sink: Sink,
         meta.id,
         first.history.describe(),
     )
+    fence.confirm("recovering the sink's output")
     sink.recover(first.staged, first.history)
 
 

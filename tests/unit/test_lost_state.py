@@ -1,0 +1,66 @@
+"""Never a silent start from empty state (issue 28, holes 2 and 5): retention keeps damaged checkpoints while
+nothing valid is left, a job that completed checkpoints before refuses to start empty unless told to, and
+sink recovery moves nothing without a confirmed lease."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from spark_checkpoint_runtime.errors import LeaseLost
+from spark_checkpoint_runtime.layout import JobFolder, LeaseFiles, Lineage, NoValidCheckpoint
+from spark_checkpoint_runtime.lease import JobLease
+from spark_checkpoint_runtime.restore import resolve_restore_point
+from spark_checkpoint_runtime.retention import apply_job_retention, plan_job_retention
+from spark_checkpoint_runtime.run.fence import RunFence
+from spark_checkpoint_runtime.run.output import recover_output
+from spark_checkpoint_runtime.run.plan import RunPlan
+from spark_checkpoint_runtime.run.state import RunState
+from spark_checkpoint_runtime.sinks import ParquetSink
+from tests.support.helpers import write_checkpoint
+
+
+def test_retention_keeps_every_damaged_checkpoint_while_none_is_valid(tmp_path: Path):
+    storage = JobFolder(str(tmp_path), "j")
+    for checkpoint_id in (1, 2, 3):
+        write_checkpoint(storage, checkpoint_id, [f"state/0/0/{checkpoint_id}.delta"], completion_ms=1_000)
+    shutil.rmtree(tmp_path / "j" / "shared")  # a lifecycle rule took every state file
+    plan = plan_job_retention(storage, num_retained=1, orphan_grace=0, now=time.time() + 86_400)
+    assert plan.delete_checkpoints == [] and plan.delete_orphan_folders == []
+    apply_job_retention(storage, plan)
+    assert storage.checkpoints.ids() == [1, 2, 3]
+    with pytest.raises(NoValidCheckpoint, match="has no valid checkpoint"):
+        resolve_restore_point(storage, "latest")
+
+
+def test_a_job_that_completed_checkpoints_refuses_to_start_empty_unless_told(tmp_path: Path):
+    storage = JobFolder(str(tmp_path), "j")
+    assert resolve_restore_point(storage, "latest") is None, "a new job starts fresh"
+    storage.ids.mark_completed(4, "r1")
+    with pytest.raises(NoValidCheckpoint) as refused:
+        resolve_restore_point(storage, "latest")
+    message = str(refused.value)
+    assert "has completed checkpoints before (its first was chk-4, by run r1)" in message
+    assert "--restore-from none to start from empty state on purpose" in message
+    assert resolve_restore_point(storage, "none") is None, "told explicitly: a fresh start"
+
+
+def test_sink_recovery_moves_nothing_once_the_lease_is_lost(tmp_path: Path):
+    storage = JobFolder(str(tmp_path / "root"), "j")
+    lease = JobLease(storage, "r1", None, 30.0)
+    lease.acquire()
+    LeaseFiles(storage).create(lease.epoch + 1, {"run_id": "r2", "acquired_ms": 1, "epoch": lease.epoch + 1})
+    output = tmp_path / "out"
+    staged = output / "_staging" / "r0" / "batch-3"
+    staged.mkdir(parents=True)
+    (staged / "part-0.parquet").write_bytes(b"rows")
+    plan = RunPlan(point=None, restored_operators=None, history=Lineage(), rewind=False, next_id=1)
+    try:
+        with pytest.raises(LeaseLost):
+            recover_output(plan, None, ParquetSink(str(output)), RunState("r1"), RunFence(lease))
+    finally:
+        lease.release()
+    assert (staged / "part-0.parquet").read_bytes() == b"rows", "the run that lost the job moved nothing"
