@@ -65,7 +65,12 @@ def resolve_restore_point(storage: JobFolder, restore_from: str) -> RestorePoint
         return RestorePoint(found)
     found = storage.resolve_snapshot(choice)
     if found.metadata.kind == "savepoint" and found.metadata.job_name != storage.job_name:
-        log.warning("restoring job %r from a savepoint of job %r", storage.job_name, found.metadata.job_name)
+        log.warning(
+            "restoring job %r from a savepoint of job %r: its state, not its output (--existing-output decides "
+            "what happens to this job's output)",
+            storage.job_name,
+            found.metadata.job_name,
+        )
     return RestorePoint(found)
 
 

@@ -80,7 +80,7 @@ class StreamingJob:
         fingerprint = job_fingerprint(df, spark)
         planner.check_compatible(fingerprint, spark)
         sink = load_sink(opts.sink, opts.storage_options)
-        planner.check_fresh_start(sink)
+        planner.check_existing_output(sink)
 
         # From here on the run writes: lease, working folder, sink recovery, checkpoints.
         lease.acquire()

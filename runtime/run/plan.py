@@ -62,10 +62,17 @@ class RunPlanner:
         if self.point is not None:
             self._check_compatible(fingerprint, spark)
 
-    def check_fresh_start(self, sink: Sink) -> None:
-        """Refuse a fresh start into published output unless ``--existing-output`` says what to do."""
+    def check_existing_output(self, sink: Sink) -> None:
+        """Refuse to write over published output that the restored history does not own, unless
+        ``--existing-output`` says what to do: a fresh start, or a savepoint of another job."""
         if self.point is None:
             self._check_fresh_start(sink)
+        elif self._foreign():
+            self._check_foreign_savepoint(sink)
+
+    def _foreign(self) -> bool:
+        """Is the restore point a savepoint of another job? Its ids name that job's output, not this sink's."""
+        return self.point is not None and self.point.metadata.job_name != self.storage.job_name
 
     def settle(self, fingerprint: dict[str, Any], spark: Any, sink: Sink) -> RunPlan:
         """The plan, now that the run holds the job: the newest restore point, history, rewind and first id."""
@@ -102,12 +109,25 @@ class RunPlanner:
                 "keep (keep it and continue after it)"
             )
 
+    def _check_foreign_savepoint(self, sink: Sink) -> None:
+        published = highest_published_id(sink)
+        if published and self.options.existing_output == "fail":
+            meta = self.point.metadata
+            raise ExistingOutput(
+                f"{self.storage.location} restores from a savepoint of job {meta.job_name!r} ({self.point.url}), "
+                f"but its sink holds this job's output published up to checkpoint {published}: that history is "
+                "not the savepoint's, so rows would be published twice or missing. Pass --existing-output "
+                "move-aside (set that output aside under _rolled_back/) or keep (keep it and continue after it), "
+                "or restore from a savepoint of this job"
+            )
+
     def _history(self, sink: Sink, published: int) -> Lineage:
         """The history this run continues: the restored snapshot's, or on a fresh start what output it keeps.
 
-        ``published`` is the sink's highest published (or set-aside) checkpoint id.
+        ``published`` is the sink's highest published (or set-aside) checkpoint id. Another job's savepoint
+        brings its state, not its output: for this sink the run starts like a fresh one.
         """
-        if self.point is not None:
+        if self.point is not None and not self._foreign():
             return self.point.metadata.history
         return fresh_start_history(self.options, sink, published, self.run_id)
 

@@ -1,0 +1,62 @@
+"""Another job's savepoint brings its state, not its output (issue 28, hole 8): restored into a sink that holds
+this job's output, the run is refused unless ``--existing-output`` says what to do, and then the sink's history
+starts like a fresh one's (the other job's ids name none of this sink's output)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from spark_checkpoint_runtime.errors import ExistingOutput
+from spark_checkpoint_runtime.layout import JobFolder, SavepointFolder
+from spark_checkpoint_runtime.options import parse_options
+from spark_checkpoint_runtime.run.plan import RunPlanner
+from spark_checkpoint_runtime.sinks import ParquetSink
+from spark_checkpoint_runtime.snapshot_targets import SavepointTarget
+from tests.support.coordinator import local_coordinator, spark_like_working_folder
+
+
+def _savepoint_of_another_job(tmp_path: Path) -> str:
+    other = JobFolder(str(tmp_path / "root"), "j")  # the coordinator's working folder belongs to job "j"
+    coordinator = local_coordinator(other, spark_like_working_folder(tmp_path, batch=0))
+    coordinator.start()
+    try:
+        taken = coordinator.savepoint_now(0, SavepointTarget(SavepointFolder(str(tmp_path / "sp"))))
+    finally:
+        coordinator.shutdown()
+    assert taken.result is not None, taken.reason
+    return str(tmp_path / "sp")
+
+
+def _planner(tmp_path: Path, savepoint: str, *extra: str) -> RunPlanner:
+    argv = ["--job-name", "mine", "--checkpoint-root", str(tmp_path / "root"), "--pipeline", "m:f"]
+    options = parse_options([*argv, "--restore-from", savepoint, *extra])
+    planner = RunPlanner(JobFolder(str(tmp_path / "root"), "mine"), options, "run-2")
+    planner.resolve()
+    return planner
+
+
+def test_another_jobs_savepoint_into_this_jobs_output_is_refused_unless_told(tmp_path: Path):
+    savepoint = _savepoint_of_another_job(tmp_path)
+    output = tmp_path / "out"
+    output.mkdir()
+    for published in ("c1-b0-part-0.parquet", "c2-b1-part-0.parquet"):  # this job's published output
+        (output / published).write_bytes(b"rows")
+    sink = ParquetSink(str(output))
+    with pytest.raises(ExistingOutput, match="restores from a savepoint of job 'j'.*--existing-output move-aside"):
+        _planner(tmp_path, savepoint).check_existing_output(sink)
+
+    moved = _planner(tmp_path, savepoint, "--existing-output", "move-aside")
+    moved.check_existing_output(sink)
+    plan = moved.settle({}, None, sink)
+    assert plan.rewind and plan.history.ranges == (), "the other job's ids own none of this sink's output"
+    assert plan.next_id > 2, "ids stay above the output this sink holds"
+
+    kept = _planner(tmp_path, savepoint, "--existing-output", "keep").settle({}, None, sink)
+    assert kept.history.ranges == ((1, 2),)
+
+
+def test_another_jobs_savepoint_into_an_empty_sink_needs_no_answer(tmp_path: Path):
+    savepoint = _savepoint_of_another_job(tmp_path)
+    _planner(tmp_path, savepoint).check_existing_output(ParquetSink(str(tmp_path / "out")))
