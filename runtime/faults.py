@@ -17,6 +17,8 @@ Points (``POINTS``):
 - ``before-metadata``: after all of a checkpoint's files are stored, before its ``_metadata``;
 - ``retention-delete``: during retention (subsume), after one checkpoint folder or shared file is deleted;
 - ``sink-commit``: during a sink commit, after one file is published;
+- ``sink-move``: on a store without rename (object stores), between a sink file's copy and the delete of its
+  source (a commit, an abort);
 - ``rollback``: during a restore's recovery, after one published file outside the restored history is
   moved aside;
 - ``savepoint``: during a savepoint's uploads, after one file is copied.
@@ -40,7 +42,16 @@ log = logging.getLogger(__name__)
 
 ENV = "CHECKPOINT_FAULTS"
 RECORD_ENV = "CHECKPOINT_FAULTS_RECORD"
-POINTS = ("batch", "upload", "before-metadata", "retention-delete", "sink-commit", "rollback", "savepoint")
+POINTS = (
+    "batch",
+    "upload",
+    "before-metadata",
+    "retention-delete",
+    "sink-commit",
+    "sink-move",
+    "rollback",
+    "savepoint",
+)
 
 
 class FaultSpecError(ValueError):

@@ -29,6 +29,8 @@ import posixpath
 import re
 from typing import Any, Protocol, runtime_checkable
 
+from fsspec.implementations.local import LocalFileSystem
+
 from spark_checkpoint_runtime import faults
 from spark_checkpoint_runtime.layout import Lineage, StagedOutput, open_url, validate_key
 from spark_checkpoint_runtime.layout.store import sync_file, sync_folder
@@ -93,15 +95,28 @@ class ParquetSink:
 
     def commit(self, staged: StagedOutput) -> None:
         for batch_id in staged.batches:
-            folder, sources = self._staged_parts(staged.run_id, batch_id)
-            for source in sources:
-                name = posixpath.basename(source)
+            parts = self._batch_parts(staged.run_id, batch_id)
+            for name, source in sorted(parts.items()):
                 sync_file(self.fs, source)  # Spark does not fsync what it wrote: the bytes go first
-                self.fs.mv(source, posixpath.join(self.path, f"c{staged.checkpoint_id}-b{batch_id}-{name}"))
+                self._move(source, posixpath.join(self.path, f"c{staged.checkpoint_id}-b{batch_id}-{name}"))
                 faults.reach("sink-commit")
-            if sources:
+            if parts:
                 sync_folder(self.fs, self.path)  # the published names are durable before the commit returns
-            self._rm(folder)
+            # Both folders go: a part found in both (an abort cut short) was published from one of them.
+            self._rm(self._staged_batch_path(staged.run_id, batch_id))
+            self._rm(self._aborted_batch_path(staged.run_id, batch_id))
+
+    def _move(self, source: str, destination: str) -> None:
+        """Move one file. Where the store renames (local and network filesystems), a rename. Elsewhere (object
+        stores) a copy, then a delete of the source: a kill between them leaves the file in both places, whole
+        (an object store's copy is atomic), and whichever step comes next repeats the move, which is idempotent:
+        the same bytes are copied over the same name, then the source goes."""
+        if isinstance(self.fs, LocalFileSystem):
+            self.fs.mv(source, destination)
+            return
+        self.fs.copy(source, destination)
+        faults.reach("sink-move")
+        self.fs.rm(source)
 
     def recover(self, staged: StagedOutput | None, lineage: Lineage) -> None:
         if staged is not None:
@@ -115,10 +130,12 @@ class ParquetSink:
                     batch_id,
                     run_id,
                 )
+                # File by file, over whatever an earlier abort cut short left there: never a delete of it.
                 aborted = self._aborted_batch_path(run_id, batch_id)
-                self._rm(aborted)
-                self.fs.makedirs(posixpath.dirname(aborted), exist_ok=True)
-                self.fs.mv(self._staged_batch_path(run_id, batch_id), aborted, recursive=True)
+                self.fs.makedirs(aborted, exist_ok=True)
+                for source in self._parts_in(self._staged_batch_path(run_id, batch_id)):
+                    self._move(source, posixpath.join(aborted, posixpath.basename(source)))
+                self._rm(self._staged_batch_path(run_id, batch_id))
         self._rm(self.staging)  # what is left has no shape a snapshot could name
         rolled_back = posixpath.join(self.path, ROLLED_BACK_DIR, f"restore-{lineage.highest}")
         for published in self._published():
@@ -132,7 +149,7 @@ class ParquetSink:
                     lineage.describe(),
                 )
                 self.fs.makedirs(rolled_back, exist_ok=True)
-                self.fs.mv(published, posixpath.join(rolled_back, posixpath.basename(published)))
+                self._move(published, posixpath.join(rolled_back, posixpath.basename(published)))
                 faults.reach("rollback")
         # Output an earlier restore set aside comes back when the restored history is the one it belongs to
         # (a rewind to a checkpoint of a branch that was abandoned before). Ids never repeat in one sink, so
@@ -147,7 +164,7 @@ class ParquetSink:
                     match.group(1),
                     lineage.describe(),
                 )
-                self.fs.mv(aside, posixpath.join(self.path, posixpath.basename(aside)))
+                self._move(aside, posixpath.join(self.path, posixpath.basename(aside)))
                 faults.reach("rollback")
 
     def published_ids(self) -> set[int]:
@@ -166,16 +183,20 @@ class ParquetSink:
     def _aborted_batch_path(self, run_id: str, batch_id: int) -> str:
         return posixpath.join(self.path, ABORTED_DIR, validate_key(run_id, "run id"), f"batch-{int(batch_id)}")
 
-    def _staged_parts(self, run_id: str, batch_id: int) -> tuple[str, list[str]]:
-        """Where a named batch's part files are (staged, or set aside by an earlier recovery) and which."""
-        for folder in (self._staged_batch_path(run_id, batch_id), self._aborted_batch_path(run_id, batch_id)):
-            try:
-                parts = [p for p in self.fs.find(folder) if posixpath.basename(p).startswith("part-")]
-            except FileNotFoundError:
-                continue
-            if parts:
-                return folder, parts
-        return self._staged_batch_path(run_id, batch_id), []  # published already (a repeated commit)
+    def _parts_in(self, folder: str) -> list[str]:
+        try:
+            return [p for p in self.fs.find(folder) if posixpath.basename(p).startswith("part-")]
+        except FileNotFoundError:
+            return []
+
+    def _batch_parts(self, run_id: str, batch_id: int) -> dict[str, str]:
+        """A named batch's part files by name, wherever they are: staged, set aside by an earlier recovery, or
+        split between the two by an abort cut short (the staged copy wins; both are whole). Empty when the batch
+        was published already (a repeated commit)."""
+        parts: dict[str, str] = {}
+        for folder in (self._aborted_batch_path(run_id, batch_id), self._staged_batch_path(run_id, batch_id)):
+            parts.update({posixpath.basename(p): p for p in self._parts_in(folder)})
+        return parts
 
     def _set_aside(self) -> list[str]:
         try:
