@@ -62,6 +62,7 @@ class JobOptions:
     stop_timeout: float = 60.0
     savepoint_targets: str = ""
     control_retention: float = 7 * 86400.0
+    set_aside_retention: float = 7 * 86400.0
     allow_non_restored_state: bool = False
     lease_timeout: float = 30.0
     conf: dict[str, str] = field(default_factory=dict)
@@ -77,6 +78,7 @@ RUNTIME_DURATIONS = {
     "lease_timeout",
     "stop_timeout",
     "control_retention",
+    "set_aside_retention",
 }
 _CHOICES = {
     "trigger": TRIGGERS,
@@ -148,6 +150,12 @@ def build_parser() -> argparse.ArgumentParser:
     add(
         "--control-retention",
         help="answered requests, answers and run reports in _control/ older than this are deleted (default 7d)",
+    )
+    add(
+        "--set-aside-retention",
+        help="output the sink set aside (aborted staged batches, output outside a restored history) older than "
+        "this is deleted at the start of a run (default 7d); a rewind to a history abandoned longer ago than "
+        "this cannot bring that history's output back",
     )
     add("--run-key", help="caller-chosen key: the run's result goes to _control/runs/KEY.json; stop requests name it")
     add("--conf", action="append", metavar="KEY=VALUE", help="Spark conf for the session (repeatable)")

@@ -12,7 +12,8 @@ A sink has three methods (a user's ``module:Class`` sink needs the same three):
   in ``lineage`` (the restored history): the replay recomputes it. Output set aside earlier whose id is in
   ``lineage`` is published again (a rewind to a branch abandoned before).
 
-Optional: ``highest_published_id()``, the largest checkpoint id in published (or set-aside) output, so the
+Optional: ``prune(older_than_s)`` deletes output set aside longer ago than that (``--set-aside-retention``);
+``highest_published_id()``, the largest checkpoint id in published (or set-aside) output, so the
 next checkpoint id is above it (ids then never repeat in one sink, whichever job or savepoint wrote it), and
 ``published_ids()``, the ids of what is published now (what ``--existing-output keep`` adopts).
 
@@ -27,13 +28,14 @@ import inspect
 import logging
 import posixpath
 import re
+import time
 from typing import Any, Protocol, runtime_checkable
 
 from fsspec.implementations.local import LocalFileSystem
 
 from spark_checkpoint_runtime import faults
 from spark_checkpoint_runtime.layout import Lineage, StagedOutput, open_url, validate_key
-from spark_checkpoint_runtime.layout.store import sync_file, sync_folder
+from spark_checkpoint_runtime.layout.store import modified_time, sync_file, sync_folder
 
 log = logging.getLogger(__name__)
 
@@ -167,6 +169,38 @@ class ParquetSink:
                 self._move(aside, posixpath.join(self.path, posixpath.basename(aside)))
                 faults.reach("rollback")
 
+    def prune(self, older_than_s: float, now: float | None = None) -> int:
+        """Delete output set aside longer than ``older_than_s`` ago (``_aborted/`` batches, ``_rolled_back/``
+        folders); returns how many folders went. Called at a run's start, after recovery, under the lease.
+
+        An aborted batch no restored snapshot named is garbage unless an old snapshot whose commit was cut short
+        is restored later; output set aside by a restore comes back only on a rewind to the history it belonged
+        to. Both are kept for ``--set-aside-retention`` (age: the newest file a folder holds, as the store
+        reports it), so the sink's bookkeeping stays bounded however many runs a job has.
+        """
+        now = time.time() if now is None else now
+        folders = [batch for run in self._ls(posixpath.join(self.path, ABORTED_DIR)) for batch in self._ls(run)]
+        folders += self._ls(posixpath.join(self.path, ROLLED_BACK_DIR))
+        doomed = []
+        for folder in folders:
+            try:
+                found = self.fs.find(folder, detail=True)
+            except FileNotFoundError:
+                continue
+            # A local folder's own time is when the last file was moved into it (a rename keeps the file's).
+            times = [modified_time(info) for info in [*found.values(), self._info(folder)]]
+            newest = max((t for t in times if t is not None), default=None)
+            if newest is None or now - newest > older_than_s:
+                doomed.append(folder)
+        for folder in doomed:
+            self._rm(folder)
+        for run in self._ls(posixpath.join(self.path, ABORTED_DIR)):
+            if not self._ls(run):
+                self._rm(run)
+        if doomed:
+            log.info("deleted %d folder(s) of output set aside more than %ds ago", len(doomed), older_than_s)
+        return len(doomed)
+
     def published_ids(self) -> set[int]:
         """Checkpoint ids of the output published now (not what is set aside)."""
         found = (_PUBLISHED.match(posixpath.basename(p)) for p in self._published())
@@ -204,6 +238,12 @@ class ParquetSink:
         except FileNotFoundError:
             return []
         return [p for p in found if _PUBLISHED.match(posixpath.basename(p))]
+
+    def _info(self, path: str) -> dict[str, Any]:
+        try:
+            return self.fs.info(path)
+        except (FileNotFoundError, OSError):
+            return {}
 
     def _ls(self, folder: str) -> list[str]:
         try:

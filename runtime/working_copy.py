@@ -10,6 +10,7 @@ filesystem. Every frozen file is checked against the size the capture's listing 
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import posixpath
@@ -26,6 +27,8 @@ from spark_checkpoint_runtime.layout.store import files_under
 from spark_checkpoint_runtime.state_files import CaptureRaced
 
 log = logging.getLogger(__name__)
+
+OWNER_FILE = "owner.json"  # which job folder a run's working folder belongs to (beside spark/ and frozen/)
 
 
 class WorkingCopy:
@@ -58,7 +61,9 @@ class WorkingCopy:
         """Spark's own, fully qualified name of its checkpoint location (as it writes it into metadata)."""
         return f"file:{self.spark_path}" if self.is_local else self.fs.unstrip_protocol(self.spark_path)
 
-    def create(self) -> None:
+    def create(self, owner: str | None = None) -> None:
+        """Create the run's folders; ``owner`` (the job folder's URL) is recorded so that a later run of the
+        same job can tell this folder from another job's when this run is killed and leaves it behind."""
         if not self._private_temporary and self.fs.exists(self.run_path):
             raise FileExistsError(f"working folder {self.run_path} already exists; run ids must be unique")
         if self.is_local:
@@ -66,6 +71,46 @@ class WorkingCopy:
             os.makedirs(self.run_path, mode=0o700, exist_ok=self._private_temporary)
             os.chmod(self.run_path, 0o700)  # whatever the umask: state and source data stay the job's own
         self.fs.makedirs(self.spark_path, exist_ok=True)
+        self.owner = owner
+        if owner is not None:
+            self.fs.pipe_file(posixpath.join(self.run_path, OWNER_FILE), json.dumps({"job": owner}).encode())
+
+    def remove_abandoned(self) -> int:
+        """Remove the working folders that killed runs of the same job left (call it holding the job's lease:
+        every other run of the job is then gone or fenced). Returns how many went.
+
+        Only folders whose owner file names this run's job go: another job's folders, and folders of runs from
+        before owner files, are left alone.
+        """
+        if getattr(self, "owner", None) is None:
+            return 0
+        parent = posixpath.dirname(self.run_path)
+        try:
+            siblings = self.fs.ls(parent, detail=False)
+        except (FileNotFoundError, PermissionError):
+            return 0
+        if self._private_temporary:  # a temporary folder of its own: siblings are every program's temporaries
+            prefix = posixpath.basename(self.run_path).rsplit("-", 1)[0] + "-"
+            siblings = [s for s in siblings if posixpath.basename(s.rstrip("/")).startswith(prefix)]
+        removed = 0
+        for sibling in siblings:
+            sibling = sibling.rstrip("/")
+            if sibling == self.run_path.rstrip("/"):
+                continue
+            try:
+                owner = json.loads(self.fs.cat_file(posixpath.join(sibling, OWNER_FILE)))
+            except (FileNotFoundError, NotADirectoryError, PermissionError, IsADirectoryError, ValueError):
+                continue
+            if not isinstance(owner, dict) or owner.get("job") != self.owner:
+                continue
+            try:
+                self.fs.rm(sibling, recursive=True)
+                removed += 1
+            except OSError:
+                log.warning("could not remove %s, a killed run's working folder", sibling, exc_info=True)
+        if removed:
+            log.info("removed %d working folder(s) that killed runs of this job left", removed)
+        return removed
 
     def listing(self) -> dict[str, int]:
         """Every file in Spark's folder: path relative to it, and size (each capture lists it)."""

@@ -270,19 +270,20 @@ class ControlChannel:
 
     def prune(self, older_than_s: float, *, now_ms_: int | None = None) -> int:
         """Delete settled control files older than ``older_than_s``: answered requests with their answers, run
-        reports, kill requests, and requests addressed to a run that is gone (it reported, or no live run has
-        its key).
+        reports, kill requests, requests addressed to a run that is gone (it reported, or no live run has
+        its key), and the heartbeats of runs that died without removing theirs (a live run renews its own
+        every ``HEARTBEAT_SECONDS``).
         Returns the count.
         """
         now = now_ms_ if now_ms_ is not None else now_ms()
-        ages = {kind: self._ages(kind) for kind in ("requests", "responses", "runs", "kill")}
+        ages = {kind: self._ages(kind) for kind in ("requests", "responses", "runs", "kill", "alive")}
         old = {
             kind: {name for name, age in found.items() if now - age > older_than_s * 1000}
             for kind, found in ages.items()
         }
         doomed = [self._path("responses", name) for name in old["responses"]]
         doomed += [self._path("requests", name) for name in old["requests"] if name in ages["responses"]]
-        doomed += [self._path(kind, name) for kind in ("runs", "kill") for name in old[kind]]
+        doomed += [self._path(kind, name) for kind in ("runs", "kill", "alive") for name in old[kind]]
         live_keys = {beat.get("run_key") for beat in self.live_runs()}
         for name in old["requests"] - set(ages["responses"]):
             try:

@@ -218,8 +218,25 @@ class JobFolder:
         discard_folders(self.fs, self.inside_job(folders), listed)
 
     def delete_job_files(self, relatives: list[str]) -> None:
-        """Delete many job-relative files (shared files nothing references any more), several at a time."""
-        delete_each(self.fs, self.inside_job([self.job_file(relative) for relative in relatives]), recursive=False)
+        """Delete many job-relative files (shared files nothing references any more), several at a time.
+
+        On a local or network filesystem the folders the deletes empty go too (``shared/<run>/...``), so the
+        job folder does not keep one empty folder per run forever; object stores have no folders.
+        """
+        paths = self.inside_job([self.job_file(relative) for relative in relatives])
+        delete_each(self.fs, paths, recursive=False)
+        if isinstance(self.fs, LocalFileSystem):
+            self._remove_empty_folders({posixpath.dirname(path) for path in paths})
+
+    def _remove_empty_folders(self, folders: set[str]) -> None:
+        """Remove each of ``folders`` that is empty, then its parents up to (not including) the job folder."""
+        for folder in sorted(folders, key=len, reverse=True):
+            while folder.startswith(self.job_path + "/"):
+                try:
+                    os.rmdir(folder)
+                except OSError:  # not empty (still referenced files), or gone already
+                    break
+                folder = posixpath.dirname(folder)
 
     def inside_job(self, paths: list[str]) -> list[str]:
         """``paths`` that really lie inside the job folder; a path that a symlink leads out of it is skipped.

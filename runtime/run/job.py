@@ -15,7 +15,7 @@ from spark_checkpoint_runtime.options import JobOptions
 from spark_checkpoint_runtime.run.control_requests import ControlRequests
 from spark_checkpoint_runtime.run.fence import RunFence
 from spark_checkpoint_runtime.run.finish import externalized_retention, run_report
-from spark_checkpoint_runtime.run.output import Publisher, recover_output, restore_working_copy
+from spark_checkpoint_runtime.run.output import Publisher, prune_set_aside, recover_output, restore_working_copy
 from spark_checkpoint_runtime.run.plan import RunPlan, RunPlanner
 from spark_checkpoint_runtime.run.query_loop import QueryLoop
 from spark_checkpoint_runtime.run.session import create_session, job_fingerprint, load_pipeline
@@ -102,7 +102,8 @@ class StreamingJob:
     ) -> dict[str, Any]:
         opts, state = self.options, self.state
         working = WorkingCopy(opts.working_dir, opts.job_name, self.run_id)
-        working.create()
+        working.create(owner=storage.url_of(storage.job_path))
+        working.remove_abandoned()  # the working folders of this job's killed runs: this run holds the job now
         restore_working_copy(plan, working, opts.job_name)
         point = plan.point
         coordinator = CheckpointCoordinator(
@@ -139,6 +140,7 @@ class StreamingJob:
         coordinator.start()
         try:
             recover_output(plan, coordinator, sink, state, fence)
+            prune_set_aside(sink, fence, opts.set_aside_retention)
             requests = ControlRequests(control, opts, state, fence, coordinator, working)
             outcome, final = QueryLoop(opts, state, fence, coordinator, working, requests).run(spark, df, sink)
         finally:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 
 from spark_checkpoint_runtime.coordinator import CheckpointCoordinator
-from spark_checkpoint_runtime.errors import JobFailed
+from spark_checkpoint_runtime.errors import JobFailed, LeaseLost
 from spark_checkpoint_runtime.layout import CheckpointMetadata, SavepointFolder
 from spark_checkpoint_runtime.options import JobOptions
 from spark_checkpoint_runtime.run.fence import RunFence
@@ -86,6 +86,20 @@ def _start_branch(
     )
     fence.confirm("recovering the sink's output")
     sink.recover(first.staged, first.history)
+
+
+def prune_set_aside(sink: Sink, fence: RunFence, older_than_s: float) -> None:
+    """Delete output the sink set aside longer than ``--set-aside-retention`` ago (a sink that can)."""
+    prune = getattr(sink, "prune", None)
+    if prune is None:
+        return
+    try:
+        fence.confirm("pruning output set aside")
+        prune(older_than_s)
+    except LeaseLost:
+        raise
+    except Exception:  # housekeeping: the next run tries again
+        log.warning("could not prune the sink's set-aside output", exc_info=True)
 
 
 class Publisher:
