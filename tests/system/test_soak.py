@@ -1,0 +1,117 @@
+"""Fifty runs of one job leave a bounded job folder, sink bookkeeping and working folders (issue 28).
+
+One stateful job (running counts, Parquet sink) goes through ``SOAK_RUNS`` runs (50): most restore from
+latest in-process; every tenth is a real process SIGKILLed at a random moment (what it leaves: a working
+folder, a heartbeat, staged batches, a partial checkpoint); every tenth rewinds to its oldest retained
+checkpoint (output set aside); every tenth is a continuous run that takes a savepoint into a directory of
+its own before it is SIGKILLed, and the next run restores from that savepoint. What the job leaves is
+measured half-way and at the end: it must not grow with the number of runs. The counts end exact.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from pathlib import Path
+
+import pytest
+
+from spark_checkpoint_runtime.layout import ControlChannel, JobFolder, SavepointFolder
+from tests.support import figures
+from tests.support.helpers import (
+    Landing,
+    completed_checkpoints,
+    final_counts,
+    job_args,
+    kill_group,
+    run_job,
+    spark_submit,
+    wait_for,
+)
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+RUNS = int(os.environ.get("SOAK_RUNS", "50"))
+SEED = int(os.environ.get("CHAOS_SEED", "20261122"))
+RETENTION = {"num_retained": "2", "control_retention": "0s", "set_aside_retention": "0s"}
+
+
+def _tree(folder: Path) -> tuple[int, int]:
+    files = [p for p in folder.rglob("*") if p.is_file()] if folder.exists() else []
+    return len(files), sum(p.stat().st_size for p in files)
+
+
+def _measure(root: Path, out: Path, work: Path) -> dict[str, int]:
+    job = root / "counts"
+    files, size = _tree(job)
+    bookkeeping = sum(_tree(out / name)[0] for name in ("_staging", "_aborted", "_rolled_back"))
+    return {
+        "job_files": files,
+        "job_bytes": size,
+        "id_records": _tree(job / "_ids")[0],
+        "control_files": _tree(job / "_control")[0],
+        "shared_run_folders": len(list((job / "shared").iterdir())) if (job / "shared").exists() else 0,
+        "sink_bookkeeping_files": bookkeeping,
+        "working_folders": len(list((work / "counts").iterdir())) if (work / "counts").exists() else 0,
+    }
+
+
+def test_fifty_runs_leave_a_job_folder_that_does_not_grow(spark, tmp_path: Path, landing: Landing):
+    rng = random.Random(SEED + 7)
+    root, work, out, log = tmp_path / "root", tmp_path / "work", tmp_path / "out", tmp_path / "job.log"
+    counts = {"pipeline": "examples.pipelines:running_counts", "output_mode": "update", "working_dir": str(work)}
+    storage = JobFolder(str(root), "counts")
+    continuous = job_args(
+        "counts",
+        root,
+        work,
+        landing,
+        sink=f"parquet:{out}",
+        trigger="continuous",
+        batch_interval="200ms",
+        savepoint_targets=str(tmp_path / "savepoints"),
+        **counts,
+        **RETENTION,
+    )
+    restore_from = "latest"
+    measured: dict[str, dict[str, int]] = {}
+    for run in range(1, RUNS + 1):
+        landing.add_files(1)
+        if run % 10 in (4, 9):  # a real process, killed at a random moment (after it checkpointed, or not)
+            before = max(completed_checkpoints(root, "counts"), default=0)
+            process = spark_submit([*continuous, "--restore-from", restore_from], log)
+            wait_for(lambda: max(completed_checkpoints(root, "counts"), default=0) > before, 180, "a checkpoint")
+            time.sleep(rng.uniform(0.0, 1.5))
+            if run % 10 == 9:  # a savepoint into a directory of its own first; the next run restores from it
+                control = ControlChannel(storage)
+                answer = control.request_savepoint(f"soak-{run}", target_directory=str(tmp_path / "savepoints"))
+                wait_for(lambda: (control.response(f"soak-{run}") or {}).get("status") == "completed", 120, "sp")
+                assert answer is None or answer.get("status") != "failed"
+                restore_from = str(tmp_path / "savepoints" / f"savepoint-soak-{run}")
+            else:
+                restore_from = "latest"
+            kill_group(process)
+            figures.record_kill("random")
+            continue
+        if run % 10 == 6:  # a rewind to the oldest retained checkpoint: later output is set aside
+            restore_from = str(root / "counts" / f"chk-{completed_checkpoints(root, 'counts')[0]}")
+        run_job(spark, "counts", tmp_path, landing, restore_from=restore_from, **counts, **RETENTION)
+        restore_from = "latest"
+        if run == RUNS // 2:
+            measured["half"] = _measure(root, out, work)
+    measured["end"] = _measure(root, out, work)
+    figures.add("soak runs", RUNS)
+    for name, value in measured["end"].items():
+        figures.add(f"soak end: {name}", value)
+
+    assert final_counts(out) == landing.counts_by_key()
+    half, end = measured["half"], measured["end"]
+    # Bounded: the second half of the runs adds nothing that stays (a little slack for the checkpoints'
+    # own size, which follows the state, not the runs).
+    assert end["job_files"] <= half["job_files"] + 10, measured
+    assert end["id_records"] <= 11 and end["shared_run_folders"] <= 3, measured
+    assert end["control_files"] <= half["control_files"] + 2, measured
+    assert end["sink_bookkeeping_files"] == 0 and end["working_folders"] == 0, measured
+    assert len(list((tmp_path / "savepoints").iterdir())) == RUNS // 10, "savepoints stay: a person deletes them"
+    assert all(SavepointFolder(str(p)).exists() for p in (tmp_path / "savepoints").iterdir())
