@@ -81,13 +81,14 @@ def test_fifty_runs_leave_a_job_folder_that_does_not_grow(spark, tmp_path: Path,
         if run % 10 in (4, 9):  # a real process, killed at a random moment (after it checkpointed, or not)
             before = max(completed_checkpoints(root, "counts"), default=0)
             process = spark_submit([*continuous, "--restore-from", restore_from], log)
-            wait_for(lambda: max(completed_checkpoints(root, "counts"), default=0) > before, 180, "a checkpoint")
+            wait_for(lambda b=before: max(completed_checkpoints(root, "counts"), default=0) > b, 180, "a checkpoint")
             time.sleep(rng.uniform(0.0, 1.5))
             if run % 10 == 9:  # a savepoint into a directory of its own first; the next run restores from it
-                control = ControlChannel(storage)
-                answer = control.request_savepoint(f"soak-{run}", target_directory=str(tmp_path / "savepoints"))
-                wait_for(lambda: (control.response(f"soak-{run}") or {}).get("status") == "completed", 120, "sp")
-                assert answer is None or answer.get("status") != "failed"
+                control, trigger = ControlChannel(storage), f"soak-{run}"
+                answer = control.request_savepoint(trigger, target_directory=str(tmp_path / "savepoints"))
+                assert answer is None, answer
+                answered = lambda c=control, t=trigger: (c.response(t) or {}).get("status") == "completed"  # noqa: E731
+                wait_for(answered, 120, "a savepoint")
                 restore_from = str(tmp_path / "savepoints" / f"savepoint-soak-{run}")
             else:
                 restore_from = "latest"
