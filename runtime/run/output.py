@@ -68,8 +68,7 @@ def _start_branch(
     the output (a crash part-way is finished by the next restore from latest).
     """
     meta = plan.point.metadata
-    if meta.job_name == coordinator.storage.job_name:  # another job's staged output is not this sink's
-        state.carry(meta.staged)  # a commit of the restored snapshot cut short is finished from here
+    state.carry(meta.staged)  # a commit of the restored snapshot cut short is finished from here
     first = coordinator.checkpoint_now(meta.batch_id)
     if first is None:
         raise JobFailed(

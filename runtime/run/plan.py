@@ -51,6 +51,7 @@ class RunPlanner:
         self.run_id = run_id
         self.point: RestorePoint | None = None
         self.restored_operators: int | None = None
+        self._has_own_history: bool | None = None
 
     def resolve(self) -> RestorePoint | None:
         """Resolve ``--restore-from`` (reads only); None starts fresh."""
@@ -71,8 +72,19 @@ class RunPlanner:
             self._check_foreign_savepoint(sink)
 
     def _foreign(self) -> bool:
-        """Is the restore point a savepoint of another job? Its ids name that job's output, not this sink's."""
-        return self.point is not None and self.point.metadata.job_name != self.storage.job_name
+        """Is the restore point a savepoint of another job, restored into a job with a history of its own?
+
+        A job with no checkpoint of its own yet restoring another job's savepoint continues that job (an
+        upgrade under a new name, writing the same sink): the savepoint's history owns the sink's output. A job
+        that has completed checkpoints has output of its own there, which the other job's ids do not name.
+        """
+        if self.point is None or self.point.metadata.job_name == self.storage.job_name:
+            return False
+        if self._has_own_history is None:
+            self._has_own_history = (
+                self.storage.ids.completed() is not None or self.storage.checkpoints.newest_metadata_id() is not None
+            )
+        return self._has_own_history
 
     def settle(self, fingerprint: dict[str, Any], spark: Any, sink: Sink) -> RunPlan:
         """The plan, now that the run holds the job: the newest restore point, history, rewind and first id."""
@@ -125,7 +137,8 @@ class RunPlanner:
         """The history this run continues: the restored snapshot's, or on a fresh start what output it keeps.
 
         ``published`` is the sink's highest published (or set-aside) checkpoint id. Another job's savepoint
-        brings its state, not its output: for this sink the run starts like a fresh one.
+        restored into a job with a history of its own brings its state, not its output: for this sink the run
+        starts like a fresh one.
         """
         if self.point is not None and not self._foreign():
             return self.point.metadata.history

@@ -1,6 +1,7 @@
-"""Another job's savepoint brings its state, not its output (issue 28, hole 8): restored into a sink that holds
-this job's output, the run is refused unless ``--existing-output`` says what to do, and then the sink's history
-starts like a fresh one's (the other job's ids name none of this sink's output)."""
+"""Another job's savepoint brings its state, not its output (issue 28, hole 8): restored into a job that has
+output of its own in the sink, the run is refused unless ``--existing-output`` says what to do, and then the
+sink's history starts like a fresh one's (the other job's ids name none of this job's output). A job with no
+history of its own continues the other job, output included (an upgrade under a new name)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ def _planner(tmp_path: Path, savepoint: str, *extra: str) -> RunPlanner:
 
 def test_another_jobs_savepoint_into_this_jobs_output_is_refused_unless_told(tmp_path: Path):
     savepoint = _savepoint_of_another_job(tmp_path)
+    JobFolder(str(tmp_path / "root"), "mine").ids.mark_completed(1, "run-0")  # "mine" has a history of its own
     output = tmp_path / "out"
     output.mkdir()
     for published in ("c1-b0-part-0.parquet", "c2-b1-part-0.parquet"):  # this job's published output
@@ -59,4 +61,18 @@ def test_another_jobs_savepoint_into_this_jobs_output_is_refused_unless_told(tmp
 
 def test_another_jobs_savepoint_into_an_empty_sink_needs_no_answer(tmp_path: Path):
     savepoint = _savepoint_of_another_job(tmp_path)
+    JobFolder(str(tmp_path / "root"), "mine").ids.mark_completed(1, "run-0")
     _planner(tmp_path, savepoint).check_existing_output(ParquetSink(str(tmp_path / "out")))
+
+
+def test_a_new_job_continues_another_jobs_savepoint_and_its_output(tmp_path: Path):
+    """An upgrade under a new job name, writing the same sink: the savepoint's history owns that output."""
+    savepoint = _savepoint_of_another_job(tmp_path)
+    output = tmp_path / "out"
+    output.mkdir()
+    (output / "c1-b0-part-0.parquet").write_bytes(b"the other job's rows")
+    sink = ParquetSink(str(output))
+    planner = _planner(tmp_path, savepoint)
+    planner.check_existing_output(sink)
+    plan = planner.settle({}, None, sink)
+    assert plan.history.contains(1) and plan.history == planner.point.metadata.history
