@@ -15,7 +15,8 @@ A sink has three methods (a user's ``module:Class`` sink needs the same three):
 Optional: ``prune(older_than_s)`` deletes output set aside longer ago than that (``--set-aside-retention``);
 ``highest_published_id()``, the largest checkpoint id in published (or set-aside) output, so the
 next checkpoint id is above it (ids then never repeat in one sink, whichever job or savepoint wrote it), and
-``published_ids()``, the ids of what is published now (what ``--existing-output keep`` adopts).
+``published_ids()``, the ids of what is published now (what ``--existing-output keep`` adopts), and
+``used_ids()``, those and the ids of output set aside (a long history's unused gaps are closed by them).
 
 With ``exactly-once`` the job commits when a checkpoint that names the batch completes; with
 ``at-least-once`` right after ``write``.
@@ -206,10 +207,14 @@ class ParquetSink:
         found = (_PUBLISHED.match(posixpath.basename(p)) for p in self._published())
         return {int(m.group(1)) for m in found if m}
 
+    def used_ids(self) -> set[int]:
+        """Checkpoint ids of output published now or set aside earlier (both were used)."""
+        aside = (_PUBLISHED.match(posixpath.basename(p)) for p in self._set_aside())
+        return self.published_ids() | {int(m.group(1)) for m in aside if m}
+
     def highest_published_id(self) -> int:
         """The largest checkpoint id in output published now or set aside earlier (both were used)."""
-        aside = (_PUBLISHED.match(posixpath.basename(p)) for p in self._set_aside())
-        return max(self.published_ids() | {int(m.group(1)) for m in aside if m}, default=0)
+        return max(self.used_ids(), default=0)
 
     def _published(self) -> list[str]:
         return [p for p in self._ls(self.path) if _PUBLISHED.match(posixpath.basename(p))]

@@ -27,6 +27,9 @@ from spark_checkpoint_runtime.layout.names import validate_key
 
 # A history gains a range per skip; a job restored ten thousand times from older checkpoints is not normal.
 MAX_RANGES = 10_000
+# A run writes at most this many ranges: past it, gaps that no output and no snapshot uses are closed
+# (``Lineage.compacted``), so a job that rewinds often does not grow every _metadata toward MAX_RANGES.
+MAX_WRITTEN_RANGES = 1_000
 MAX_STAGED_BATCHES = 1_000_000
 _MAX_ID = 2**62  # ids are counters; anything near this is damage, not history
 
@@ -87,6 +90,30 @@ class Lineage:
     def with_range(self, first: int, last: int) -> Lineage:
         """This history continued by the ids ``first`` to ``last`` (one run's checkpoints)."""
         return Lineage.of([*self.ranges, (first, last)])
+
+    def compacted(self, in_use: Iterable[int], max_ranges: int = MAX_WRITTEN_RANGES) -> Lineage:
+        """This history with gaps closed, oldest first, until at most ``max_ranges`` ranges are left.
+
+        A gap is closed only when none of its ids is ``in_use`` (an id of output published or set aside in the
+        sink, or of a snapshot still on storage): claiming such an id would adopt output of another history.
+        Closing any other gap changes nothing a restore does, since ids only grow and no output or snapshot
+        will ever carry one of them.
+        """
+        if len(self.ranges) <= max_ranges:
+            return self
+        used = sorted(set(in_use))
+        merged = [list(self.ranges[0])]
+        excess = len(self.ranges) - max_ranges
+        for low, high in self.ranges[1:]:
+            gap_low, gap_high = merged[-1][1] + 1, low - 1
+            index = bisect.bisect_left(used, gap_low)
+            free = index == len(used) or used[index] > gap_high
+            if excess > 0 and free:
+                merged[-1][1] = high
+                excess -= 1
+            else:
+                merged.append([low, high])
+        return Lineage(tuple((low, high) for low, high in merged))
 
     @property
     def highest(self) -> int:

@@ -13,7 +13,7 @@ from typing import Any
 
 from spark_checkpoint_runtime.errors import ExistingOutput
 from spark_checkpoint_runtime.layout import JobFolder, Lineage
-from spark_checkpoint_runtime.layout.lineage import MAX_RANGES
+from spark_checkpoint_runtime.layout.lineage import MAX_RANGES, MAX_WRITTEN_RANGES
 from spark_checkpoint_runtime.options import JobOptions
 from spark_checkpoint_runtime.restore import RestorePoint, check_compatible, resolve_restore_point, starts_new_branch
 from spark_checkpoint_runtime.sinks import Sink, highest_published_id
@@ -97,6 +97,8 @@ class RunPlanner:
         point = self.point
         published = highest_published_id(sink)  # one listing of the sink, now that this run holds the job
         history = self._history(sink, published)
+        if len(history.ranges) > MAX_WRITTEN_RANGES:
+            history = self._compacted(history, sink)
         return RunPlan(
             point=point,
             restored_operators=self.restored_operators,
@@ -104,6 +106,26 @@ class RunPlanner:
             rewind=point is not None and starts_new_branch(self.storage, point),
             next_id=max(self.storage.next_checkpoint_id(), history.highest + 1, published + 1),
         )
+
+    def _compacted(self, history: Lineage, sink: Sink) -> Lineage:
+        """Close the gaps of a long history that no output and no snapshot uses (a job that rewinds often)."""
+        used_ids = getattr(sink, "used_ids", None)
+        if used_ids is None:
+            log.warning(
+                "the history has %d ranges and sink %s cannot say which ids its output uses; it is kept as is",
+                len(history.ranges),
+                self.options.sink,
+            )
+            return history
+        snapshots = [*self.storage.checkpoints.ids(), *self.storage.savepoints.ids(), *self.storage.ids.ids()]
+        in_use = set(used_ids()) | set(snapshots)
+        compacted = history.compacted(in_use)
+        log.info(
+            "history of %d ranges written as %d: gaps no output uses are closed",
+            len(history.ranges),
+            len(compacted.ranges),
+        )
+        return compacted
 
     def _check_compatible(self, fingerprint: dict[str, Any], spark: Any) -> None:
         self.restored_operators = check_compatible(
