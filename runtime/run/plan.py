@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spark_checkpoint_runtime.errors import ExistingOutput
-from spark_checkpoint_runtime.layout import JobFolder, Lineage
+from spark_checkpoint_runtime.layout import CheckpointFormatError, CheckpointMetadata, JobFolder, Lineage
 from spark_checkpoint_runtime.layout.lineage import MAX_RANGES, MAX_WRITTEN_RANGES
 from spark_checkpoint_runtime.options import JobOptions
 from spark_checkpoint_runtime.restore import RestorePoint, check_compatible, resolve_restore_point, starts_new_branch
@@ -81,10 +81,23 @@ class RunPlanner:
         if self.point is None or self.point.metadata.job_name == self.storage.job_name:
             return False
         if self._has_own_history is None:
-            self._has_own_history = (
-                self.storage.ids.completed() is not None or self.storage.checkpoints.newest_metadata_id() is not None
-            )
+            self._has_own_history = self._own_history_besides(self.point.metadata)
         return self._has_own_history
+
+    def _own_history_besides(self, savepoint: CheckpointMetadata) -> bool:
+        """Has this job completed checkpoints that do not continue ``savepoint`` itself?
+
+        A job whose newest checkpoint was restored from this very savepoint (an earlier attempt of the same
+        restore, cut short) continues it: asking again is the same restore. Unreadable counts as a history.
+        """
+        newest = self.storage.checkpoints.newest_metadata_id()
+        if newest is None:
+            return self.storage.ids.completed() is not None
+        try:
+            restored = self.storage.checkpoints.read(newest).restored_from or {}
+        except CheckpointFormatError:
+            return True
+        return not (restored.get("kind") == "savepoint" and restored.get("id") == savepoint.id)
 
     def settle(self, fingerprint: dict[str, Any], spark: Any, sink: Sink) -> RunPlan:
         """The plan, now that the run holds the job: the newest restore point, history, rewind and first id."""

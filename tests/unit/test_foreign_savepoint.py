@@ -16,6 +16,7 @@ from spark_checkpoint_runtime.run.plan import RunPlanner
 from spark_checkpoint_runtime.sinks import ParquetSink
 from spark_checkpoint_runtime.snapshot_targets import SavepointTarget
 from tests.support.coordinator import local_coordinator, spark_like_working_folder
+from tests.support.helpers import checkpoint_metadata
 
 
 def _savepoint_of_another_job(tmp_path: Path) -> str:
@@ -63,6 +64,25 @@ def test_another_jobs_savepoint_into_an_empty_sink_needs_no_answer(tmp_path: Pat
     savepoint = _savepoint_of_another_job(tmp_path)
     JobFolder(str(tmp_path / "root"), "mine").ids.mark_completed(1, "run-0")
     _planner(tmp_path, savepoint).check_existing_output(ParquetSink(str(tmp_path / "out")))
+
+
+def test_asking_again_for_the_same_restore_after_a_first_attempt_is_no_history_of_its_own(tmp_path: Path):
+    """The first attempt's checkpoint continues the savepoint (killed before it finished): not a refusal."""
+    savepoint = _savepoint_of_another_job(tmp_path)
+    output = tmp_path / "out"
+    output.mkdir()
+    (output / "c1-b0-part-0.parquet").write_bytes(b"the other job's rows")
+    mine = JobFolder(str(tmp_path / "root"), "mine")
+    planner = _planner(tmp_path, savepoint)
+    attempt = checkpoint_metadata(9, [], job="mine")
+    attempt = attempt.__class__(**{**attempt.__dict__, "restored_from": planner.point.describe()})
+    mine.checkpoints.write_metadata(attempt)
+    mine.ids.mark_completed(9, "run-1")
+    planner.check_existing_output(ParquetSink(str(output)))  # no refusal
+    other = checkpoint_metadata(10, [], job="mine")  # then a run of its own, from latest: a history of its own
+    mine.checkpoints.write_metadata(other.__class__(**{**other.__dict__, "restored_from": {"kind": "checkpoint"}}))
+    with pytest.raises(ExistingOutput):
+        _planner(tmp_path, savepoint).check_existing_output(ParquetSink(str(output)))
 
 
 def test_a_new_job_continues_another_jobs_savepoint_and_its_output(tmp_path: Path):
