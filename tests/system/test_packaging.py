@@ -8,6 +8,7 @@ are the project venv's (by a ``.pth`` line, so nothing is downloaded twice); Air
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -23,13 +24,30 @@ pytestmark = pytest.mark.slow  # builds a wheel, installs it into a fresh venv, 
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
+    """The wheel, built from a copy of the checkout: an in-tree build writes ``build/`` and ``*.egg-info`` into
+    the checkout, and two pytest workers building at once (each runs this module fixture) would mix their
+    files into one broken wheel."""
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(REPO)],
-        check=True,
+    source = tmp_path_factory.mktemp("source") / "checkout"
+    ignored = (
+        ".git",
+        ".venv",
+        ".cache",
+        "build",
+        "*.egg-info",
+        "__pycache__",
+        "spark-warehouse",
+        "metastore_db",
+        "demo-output",
+    )
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(*ignored), symlinks=True)
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(source)],
         capture_output=True,
+        text=True,
         timeout=300,
     )
+    assert built.returncode == 0, built.stderr[-3000:]
     (found,) = out.glob("airflow_checkpoint_provider-*.whl")
     return found
 
@@ -74,9 +92,11 @@ def test_a_clean_venv_imports_the_runtime_by_its_own_name_and_airflow_lists_the_
         "print(spark_checkpoint_runtime.__file__);"
         "print(importlib.util.find_spec('runtime'))"
     )
-    out = subprocess.run(
+    probed = subprocess.run(
         [str(python), "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
-    ).stdout.split()
+    )
+    out = probed.stdout.split()
+    assert probed.returncode == 0 and out, f"exit {probed.returncode}: {probed.stderr[-3000:]}"
     assert out[0].startswith(str(site)), out
     assert out[1] == "None"
     listed = subprocess.run(
