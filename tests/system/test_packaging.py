@@ -79,6 +79,9 @@ def test_a_clean_venv_imports_the_runtime_by_its_own_name_and_airflow_lists_the_
         check=True,
         capture_output=True,
         timeout=300,
+        # Without the PYTHONPATH other tests set (the checkout): pip would find the checkout's editable-install
+        # metadata there, take the provider as installed already, and install nothing.
+        env={key: value for key, value in os.environ.items() if key != "PYTHONPATH"},
     )
     assert not [p.name for p in site.iterdir() if p.name.split(".")[0] == "runtime"]
     env = {
