@@ -18,7 +18,7 @@ import json
 import sys
 import time
 import uuid
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from spark_checkpoint_runtime.durations import format_bytes, format_duration, parse_duration
@@ -78,7 +78,7 @@ def main(argv: list[str]) -> int:
 
 def savepoint(storage: JobFolder, args: argparse.Namespace) -> int:
     control = ControlChannel(storage)
-    trigger_id = args.trigger_id or f"sp-{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
+    trigger_id = args.trigger_id or f"sp-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
     timeout = parse_duration(args.timeout, name="--timeout")
     try:
         answer = control.request_savepoint(trigger_id, stop=args.stop, target_directory=args.target_directory)
@@ -138,7 +138,9 @@ def list_snapshots(storage: JobFolder, *, as_json: bool) -> int:
         f"{'written':>10} {'files':>6}  path"
     )
     for r in rows:
-        completed = datetime.fromtimestamp(r["completion_timestamp_ms"] / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+        completed = datetime.fromtimestamp(r["completion_timestamp_ms"] / 1000, timezone.utc).strftime(
+            "%Y-%m-%d %H:%M:%S"
+        )
         duration = format_duration((r["duration_ms"] or 0) / 1000)
         print(
             f"{r['kind']:<10} {r['checkpoint_id']:>5} {r['batch_id']:>6} {completed:<20} {duration:>9} "

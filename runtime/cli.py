@@ -33,6 +33,7 @@ from spark_checkpoint_runtime.fingerprint import IncompatibleRestore
 from spark_checkpoint_runtime.layout import CheckpointFormatError, NoValidCheckpoint
 from spark_checkpoint_runtime.options import OptionsError, parse_options, redacted
 from spark_checkpoint_runtime.sinks import SinkError
+from spark_checkpoint_runtime.spark_versions import UnsupportedSparkFeature
 from spark_checkpoint_runtime.state_files import UnsupportedStateStore
 
 log = logging.getLogger("runtime")
@@ -71,7 +72,7 @@ def _outcome(job, options) -> int:
         return _fail(EXIT_CANNOT_RESTORE, str(exc))
     except JobHeld as exc:
         return _fail(EXIT_JOB_HELD, str(exc))
-    except (CheckpointFormatError, PipelineError, SinkError, UnsupportedStateStore) as exc:
+    except (CheckpointFormatError, PipelineError, SinkError, UnsupportedStateStore, UnsupportedSparkFeature) as exc:
         return _fail(EXIT_BAD_INPUT, str(exc))
     except JobFailed as exc:
         return _fail(EXIT_JOB_FAILED, f"job {options.job_name!r} failed: {exc}")

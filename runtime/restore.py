@@ -15,6 +15,7 @@ from typing import Any
 
 from spark_checkpoint_runtime.fingerprint import IncompatibleRestore, differences, pinned_conf_values
 from spark_checkpoint_runtime.layout import CheckpointMetadata, JobFolder, NoValidCheckpoint, ValidCheckpoint
+from spark_checkpoint_runtime.spark_versions import restore_version_difference, upgrade_note
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,7 @@ class RestorePoint:
             "kind": self.metadata.kind,
             "batch_id": self.metadata.batch_id,
             "path": self.url,
+            "spark_version": self.metadata.spark_version,  # an upgrade of Spark shows in the lineage
         }
 
 
@@ -113,8 +115,14 @@ def check_compatible(
     saved = point.metadata.fingerprint
     current_confs = pinned_conf_values(spark, sorted((saved.get("pinned_confs") or {}).keys()))
     found = differences(saved, fingerprint, current_confs, allow_non_restored_state=allow_non_restored_state)
+    newer = restore_version_difference(point.metadata.spark_version, spark.version)
+    if newer:
+        found.append(newer)
     if found:
         raise IncompatibleRestore(point.url, found)
+    upgrade = upgrade_note(point.metadata.spark_version, spark.version, fingerprint.get("state_store") or {})
+    if upgrade:
+        log.warning("%s", upgrade)
     kept, had = len(fingerprint.get("operators", [])), len(saved.get("operators", []))
     if kept < had:
         log.warning("--allow-non-restored-state: the state of %d stateful operator(s) is not restored", had - kept)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from spark_checkpoint_runtime.checkpoint_policy import CheckpointConfig
@@ -37,7 +37,7 @@ class StreamingJob:
     def __init__(self, options: JobOptions, spark: Any = None):
         self.options = options
         self._spark = spark
-        self.run_id = f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
+        self.run_id = f"{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
         self.state = RunState(self.run_id)
         self.graceful = GracefulStop(self.request_stop, options.stop_timeout)
 

@@ -23,6 +23,7 @@ from spark_checkpoint_runtime.run.finish import final_checkpoint
 from spark_checkpoint_runtime.run.progress import BatchListener
 from spark_checkpoint_runtime.run.state import RunState
 from spark_checkpoint_runtime.sinks import Sink
+from spark_checkpoint_runtime.spark_versions import progress_batch_rows
 from spark_checkpoint_runtime.working_copy import WorkingCopy
 
 log = logging.getLogger(__name__)
@@ -95,7 +96,8 @@ class QueryLoop:
             if state.stop_requested.is_set():
                 outcome = "cancelled"  # however the loop ended (a batch failed during the stop), it was asked
             for progress in query.recentProgress:  # the listener is asynchronous: fill in late batches
-                state.rows[int(progress.batchId)] = int(progress.numInputRows)
+                batch_id, rows = progress_batch_rows(progress)
+                state.rows[batch_id] = rows
             error = query.exception()
             stopped_by_us = state.stopping.is_set() and STOP_MARKER in str(error)
             if error is not None and not stopped_by_us and not self._failed_while_stopping(error):

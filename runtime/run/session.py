@@ -8,6 +8,7 @@ from typing import Any
 from spark_checkpoint_runtime.errors import PipelineError
 from spark_checkpoint_runtime.fingerprint import SNAPSHOTTABLE_PROVIDERS, plan_fingerprint, state_store_settings
 from spark_checkpoint_runtime.options import JobOptions
+from spark_checkpoint_runtime.spark_versions import check_features, check_supported, missing_api
 from spark_checkpoint_runtime.state_files import UnsupportedStateStore
 
 
@@ -29,18 +30,31 @@ def load_pipeline(spec: str, spark: Any) -> Any:
     try:
         function = getattr(importlib.import_module(module_name), function_name)
     except (ImportError, AttributeError) as exc:
+        _explain_missing_api(exc, spark)
         raise PipelineError(
             f"--pipeline {spec!r} cannot be loaded: {exc}; ship the module with --py-files or PYTHONPATH"
         ) from None
-    df = function(spark)
+    try:
+        df = function(spark)
+    except (ImportError, AttributeError) as exc:
+        _explain_missing_api(exc, spark)
+        raise
     if not getattr(df, "isStreaming", False):
         raise PipelineError(f"--pipeline {spec!r} returned {type(df).__name__}, not a streaming DataFrame")
     return df
 
 
+def _explain_missing_api(error: Exception, spark: Any) -> None:
+    """A pipeline that uses an API this Spark does not have yet fails naming the version that has it."""
+    unsupported = missing_api(error, check_supported(spark.version))
+    if unsupported is not None:
+        raise unsupported from None
+
+
 def job_fingerprint(df: Any, spark: Any) -> dict[str, Any]:
     """The stateful plan and state store settings, refused when the runtime cannot snapshot the store."""
     fingerprint = {**plan_fingerprint(df), "state_store": state_store_settings(spark)}
+    check_features(check_supported(spark.version), fingerprint["state_store"], fingerprint["operators"])
     provider = fingerprint["state_store"]["provider_class"]
     if fingerprint["operators"] and fingerprint["state_store"]["provider"] not in SNAPSHOTTABLE_PROVIDERS:
         raise UnsupportedStateStore(
