@@ -93,12 +93,28 @@ def caplog_info(caplog):
     return caplog
 
 
+_VERSION_MATRIX = None
+
+
+def pytest_runtest_logreport(report) -> None:
+    """The controlling process collects the Spark version matrix's outcomes (workers' reports arrive here too)."""
+    global _VERSION_MATRIX
+    if any(key == "spark_matrix" for key, _ in report.user_properties):
+        from tests.support.version_matrix import Recorder
+
+        _VERSION_MATRIX = _VERSION_MATRIX or Recorder()
+        _VERSION_MATRIX.add(report)
+
+
 def pytest_sessionfinish(session) -> None:
-    """Each pytest process saves its reliability counts; the summary adds them up."""
+    """Each pytest process saves its reliability counts; the summary adds them up. The controlling process
+    saves the version matrix's outcomes (``tests/support/version_matrix.py``)."""
     from tests.support.figures import save_part
 
     worker = getattr(session.config, "workerinput", {}).get("workerid", "main")
     save_part(worker)
+    if _VERSION_MATRIX is not None and not hasattr(session.config, "workerinput"):
+        _VERSION_MATRIX.save(session.config.invocation_params.args)
 
 
 def pytest_terminal_summary(terminalreporter) -> None:

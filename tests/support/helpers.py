@@ -107,14 +107,19 @@ def subprocess_env() -> dict[str, str]:
 
 
 def spark_submit(
-    args: list[str], log_path: Path, env: dict[str, str] | None = None, master: str = "local[2]"
+    args: list[str],
+    log_path: Path,
+    env: dict[str, str] | None = None,
+    master: str = "local[2]",
+    spark_submit_path: Path | None = None,
 ) -> subprocess.Popen:
     """Start ``spark-submit runtime/job.py`` in its own process group, logging to ``log_path``.
 
     ``env`` adds environment variables (``CHECKPOINT_FAULTS`` for a kill at a chosen point); ``master`` is
-    the Spark master (a ``spark://`` standalone cluster's, in client deploy mode).
+    the Spark master (a ``spark://`` standalone cluster's, in client deploy mode); ``spark_submit_path`` is
+    another Spark's spark-submit (``tests.support.spark_installs``), default this venv's.
     """
-    command = [str(VENV_BIN / "spark-submit"), "--master", master]
+    command = [str(spark_submit_path or VENV_BIN / "spark-submit"), "--master", master]
     for key, value in SPARK_CONF.items():
         command += ["--conf", f"{key}={value}"]
     command += [str(REPO / "runtime" / "job.py"), *args]

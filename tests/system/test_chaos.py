@@ -43,13 +43,14 @@ def run_chain(
     storage_options: dict | None = None,
     spark_conf: list[str] = (),
     master: str = "local[2]",
+    spark_submit_path: Path | None = None,
     **extra: str,
 ) -> Path:
     """Run ``job`` once per entry of ``plan`` (a fault point like ``upload@2``, or RANDOM), each killed.
 
     ``extra`` may move the checkpoint root (``checkpoint_root="s3://..."``); ``storage_options`` go to the
     runtime in a spec file, as the provider sends them; ``spark_conf`` adds ``--conf`` options; ``master``
-    is the Spark master spark-submit runs the job on.
+    is the Spark master spark-submit runs the job on; ``spark_submit_path`` another Spark's spark-submit.
     """
     root, work, output, log = tmp_path / "root", tmp_path / "work", tmp_path / "out", tmp_path / "job.log"
     settings = {"sink": f"parquet:{output}", "trigger": "continuous", "batch_interval": "200ms", "num_retained": "2"}
@@ -71,7 +72,7 @@ def run_chain(
         fresh_starts += before == 0
         record = tmp_path / f"fault-{number}.txt"
         env = {} if point == RANDOM else {"CHECKPOINT_FAULTS": point, "CHECKPOINT_FAULTS_RECORD": str(record)}
-        process = spark_submit(args, log, env=env, master=master)
+        process = spark_submit(args, log, env=env, master=master, spark_submit_path=spark_submit_path)
         kill_at = None
         asked_savepoint = False
         deadline = time.monotonic() + 240
@@ -102,7 +103,7 @@ def run_chain(
     drain = [a if a != "continuous" else "available-now" for a in args]
     drain += ["--conf", "spark.example.maxFilesPerTrigger=25"]  # the leftover backlog in a few batches
     fresh_starts += newest() == 0
-    process = spark_submit(drain, log, master=master)
+    process = spark_submit(drain, log, master=master, spark_submit_path=spark_submit_path)
     assert process.wait(timeout=300) == 0, log.read_text(errors="replace")[-4000:]
     text = log.read_text(errors="replace")
     # Every run restores from a checkpoint whenever one had completed (a kill inside the very first
