@@ -1,5 +1,11 @@
 """Upgrade a running streaming job without losing state: savepoint, run the new version from it, confirm.
 
+The new version may be new code, a new Spark, or both: ``spark_conn`` names the Spark connection it runs
+on. A connection's ``spark-binary`` (``spark-submit``, ``spark3-submit``) is that Spark's spark-submit on the
+worker, so moving a job from Spark 3.5 to 4.3 is this DAG with the 4.3 connection. The restore compares
+Spark versions: a snapshot from an older Spark is upgraded (the log says which state format the new run
+writes), one from a newer Spark is refused, and the savepoint stays usable to go back.
+
 1. ``take_savepoint`` asks the running job for a savepoint (by default stop-with-savepoint: it finishes
    the batch in flight, takes the savepoint, commits its output and exits 0).
 2. ``run_new_version`` starts the new pipeline from that savepoint (or from ``restore_source``, a path).
@@ -51,6 +57,13 @@ with DAG(
             description="Stop the running old version right after its savepoint, so that the new version can take "
             "over the job; off keeps it running (a savepoint for a later rollback).",
         ),
+        "spark_conn": Param(
+            "spark_default",
+            type="string",
+            title="Spark of the new version",
+            description="The Spark connection the new version runs on; another Spark's connection upgrades "
+            "Spark itself (its spark-binary is that Spark's spark-submit on the worker).",
+        ),
         "restore_source": Param(
             "savepoint",
             type="string",
@@ -75,6 +88,7 @@ with DAG(
         sink="parquet:{{ params.output }}",
         output_mode="{{ params.output_mode }}",
         trigger="available-now",
+        conn_id="{{ params.spark_conn }}",
         restore_from="{{ ti.xcom_pull(task_ids='take_savepoint') if params.restore_source == 'savepoint' "
         "else params.restore_source }}",
         conf=spark_conf("{{ params.landing }}"),

@@ -101,7 +101,9 @@ class CheckpointedStreamingJobOperator(BaseOperator):
         cluster it must be one folder the driver and every executor share (NFS, a volume every worker mounts);
         default: a private temporary folder on the driver's host, which only local mode can use.
     :param restore_from: ``latest`` (default), ``none`` or a ``chk-N`` path (templated).
-    :param conn_id: Spark connection (default ``spark_default``); it must exist.
+    :param conn_id: Spark connection (default ``spark_default``; templated); it must exist. Its
+        ``spark-binary`` extra picks the spark-submit on the worker's PATH, and so the Spark version the job
+        runs on: to move a job to another Spark, restart it from a savepoint with that Spark's connection.
     :param conf: Spark confs for spark-submit (templated).
     :param py_files: files or package folders to ship with the job, e.g. the pipeline's package (templated).
     :param env_vars: environment for spark-submit (templated).
@@ -127,6 +129,7 @@ class CheckpointedStreamingJobOperator(BaseOperator):
     template_fields: Sequence[str] = (
         *_PASSED_OPTIONS,
         "restore_from",
+        "conn_id",
         "conf",
         "py_files",
         "env_vars",
