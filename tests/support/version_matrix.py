@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -58,6 +59,7 @@ class Recorder:
         if not self.results:
             return
         LAST_RUN.parent.mkdir(parents=True, exist_ok=True)
+        command = list(command)
         if command[:4] == ["-n", "2", "--dist", "worksteal"]:
             command = command[4:]  # what scripts/test.sh adds itself
         run = {
@@ -66,6 +68,15 @@ class Recorder:
             "results": sorted(self.results, key=lambda r: (r["spark"], r["check"], r["test"])),
         }
         LAST_RUN.write_text(json.dumps(run, indent=2) + "\n")
+
+
+def _commit() -> str:
+    """The commit the run tested, marked when the work tree had changes."""
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO, capture_output=True, text=True
+    )
+    return head.stdout.strip() + (" with uncommitted changes" if dirty.stdout.strip() else "")
 
 
 def render(run: dict) -> str:
@@ -86,14 +97,17 @@ def render(run: dict) -> str:
         "all of them:",
         "",
         f"- date: {run['date']}",
+        *([f"- commit: {run['commit']}"] if run.get("commit") else []),
         f"- command: `{run['command']}`",
         "",
         "| Spark | Python | " + " | ".join(CHECKS.values()) + " |",
         "|---|---|" + "---|" * len(CHECKS),
     ]
-    for spark in sorted(versions, key=lambda v: tuple(int(p) for p in v.split("."))):
+    ordered = sorted(versions, key=lambda v: tuple(int(p) for p in v.split(".")))
+    newest = ordered[-1] if ordered else None
+    for spark in ordered:
         row = versions[spark]
-        cells = [_cell(row["checks"].get(check, [])) for check in CHECKS]
+        cells = [_cell(row["checks"].get(check, []), newest=spark == newest) for check in CHECKS]
         lines.append(f"| {spark} | {row['python']} | " + " | ".join(cells) + " |")
     notes = sorted({n for r in run["results"] for n in r.get("notes", [])})
     if notes:
@@ -102,9 +116,9 @@ def render(run: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _cell(results: list[dict]) -> str:
+def _cell(results: list[dict], *, newest: bool) -> str:
     if not results:
-        return "not run"
+        return "(is the newest)" if newest else "not run"
     outcomes = {r["outcome"] for r in results}
     if outcomes == {"passed"}:
         detail = "; ".join(r["detail"] for r in results if r.get("detail"))

@@ -187,7 +187,7 @@ def spark_on_path(tmp_path: Path, monkeypatch):
     return use
 
 
-@pytest.mark.parametrize("install", versions(INSTALLS[:-1]))
+@pytest.mark.parametrize("install", versions(INSTALLS))
 def test_airflow_operators_submit_to_each_spark(
     tmp_path: Path, landing: Landing, airflow_db, matrix, spark_on_path, install: SparkInstall
 ):
