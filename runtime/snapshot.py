@@ -152,10 +152,14 @@ def upload(
     stored: StoredFiles,
     aborted: threading.Event,
     fence: Callable[[str], None] = lambda action: None,
+    uploaded: set[str] | None = None,
 ) -> Upload:
     """Store every file of ``snap`` that is not stored yet; return entries for ``_metadata``.
 
-    ``fence`` is asked before each file (it raises once another run holds the job).
+    ``fence`` is asked before each file (it raises once another run holds the job). ``uploaded``: the shared
+    files this run has uploaded so far (grown here). A new file's name is under this run's own folder of
+    ``shared/``, so one this run never uploaded cannot be there yet: it is written without asking storage
+    first (on S3 a HEAD and, for a missing key, a LIST saved per file). Without it, every new file is asked.
     """
     entries: list[FileEntry] = []
     new_shared: list[str] = []
@@ -173,7 +177,8 @@ def upload(
                 # name of its own rather than overwriting what a retained checkpoint references.
                 variant = f"chk{snap.checkpoint_id}" if stored.has(selected.target) else None
                 relative = storage.checkpoints.shared_relative_file(run_id, selected.target, variant=variant)
-                if storage.file_size(relative) == selected.size:
+                maybe_stored = uploaded is None or relative in uploaded
+                if maybe_stored and storage.file_size(relative) == selected.size:
                     # Already stored by an earlier checkpoint of this run (a chain switched back): reuse it,
                     # and never delete it if this checkpoint fails.
                     entries.append(FileEntry(relative, selected.target, selected.size, True))
@@ -193,6 +198,8 @@ def upload(
     except BaseException:
         storage.delete_job_files(new_shared)
         raise
+    if uploaded is not None:
+        uploaded.update(new_shared)
     return Upload(entries, written, new_shared)
 
 

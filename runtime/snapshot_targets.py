@@ -56,11 +56,14 @@ class CheckpointTarget:
         self.storage = storage
         self.run_id = run_id
         self.stored = stored
+        self.uploaded: set[str] = set()  # shared files this run uploaded: only these may already be stored
 
     def upload(
         self, snap: Capture, working: WorkingCopy, aborted: threading.Event, fence: Callable[[str], None]
     ) -> Upload:
-        return upload(snap, working, self.storage, self.run_id, self.stored, aborted, fence=fence)
+        return upload(
+            snap, working, self.storage, self.run_id, self.stored, aborted, fence=fence, uploaded=self.uploaded
+        )
 
     def write_metadata(self, meta: CheckpointMetadata) -> None:
         faults.reach("before-metadata")

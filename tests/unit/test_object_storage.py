@@ -7,6 +7,7 @@ The crash/restore chain with ``s3://`` as the checkpoint root is ``tests/system/
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
@@ -122,3 +123,35 @@ def test_request_goals_retention_after_a_checkpoint_reads_only_the_new_metadata(
     plan = subsume(storage, 30, 40, cache)
     assert counted.snapshot()["GET"] == 1 and plan.keep[-1] == 39 and 40 not in plan.keep
     assert storage.checkpoints.latest_valid().metadata.id == 39
+
+
+def test_request_goals_a_new_state_file_costs_one_put(counted, tmp_path):
+    """A checkpoint's new state files go up with a PUT each: nothing asks first whether they are stored (a
+    HEAD, then a LIST for a missing key, was 3 requests per file: 200 partitions made 600)."""
+    import threading
+
+    from spark_checkpoint_runtime.snapshot import StoredFiles, capture
+    from spark_checkpoint_runtime.snapshot_targets import CheckpointTarget
+    from spark_checkpoint_runtime.working_copy import WorkingCopy
+
+    working = WorkingCopy(str(tmp_path / "work"), "j", "run-1")
+    working.create()
+    pinned = '{"batchWatermarkMs":0,"conf":{"spark.sql.shuffle.partitions":"200"}}'
+    files = {"metadata": b"{}", "offsets/0": f"v1\n{pinned}\n{{}}".encode(), "commits/0": b"v1\n{}"}
+    files.update({f"state/0/{p}/1.delta": b"d" * 50 for p in range(200)})
+    for target, data in files.items():
+        Path(working.file_path(target)).parent.mkdir(parents=True, exist_ok=True)
+        Path(working.file_path(target)).write_bytes(data)
+    storage = JobFolder(f"s3://{counted.bucket}/uploads", "j", counted.options)
+    target = CheckpointTarget(storage, "run-1", StoredFiles())
+    counted.reset()
+    first = target.upload(capture(working, 1, 0, StoredFiles()), working, threading.Event(), lambda action: None)
+    spent = counted.snapshot()
+    assert spent["PUT"] == 203 and spent["HEAD"] == spent["LIST"] == 0, spent
+    # A file this run uploaded before (a chain switched back to it) is asked for, and stored again when it
+    # is gone meanwhile (retention took it): never referenced without being there.
+    gone = next(e for e in first.entries if e.target == "state/0/7/1.delta")
+    storage.delete_job_files([gone.path])
+    again = target.upload(capture(working, 2, 0, StoredFiles()), working, threading.Event(), lambda action: None)
+    assert storage.file_size(gone.path) == 50
+    assert {e.path for e in again.entries if e.shared} == {e.path for e in first.entries if e.shared}
