@@ -1,9 +1,9 @@
-"""The README's benchmark tables, generated from the benchmarks' JSON files so they cannot drift.
+"""The benchmark tables of README.md and docs/, generated from the benchmarks' JSON files so they cannot drift.
 
-    .venv/bin/python -m benchmarks.report           # rewrite every generated table in README.md
-    .venv/bin/python -m benchmarks.report --check   # exit 1 if README.md differs from the JSON
+    .venv/bin/python -m benchmarks.report           # rewrite every generated table in README.md and docs/*.md
+    .venv/bin/python -m benchmarks.report --check   # exit 1 if any of them differs from the JSON
 
-Each table sits in README.md between ``<!-- begin generated: NAME -->`` and ``<!-- end generated: NAME -->``,
+Each table sits in its page between ``<!-- begin generated: NAME -->`` and ``<!-- end generated: NAME -->``,
 indented like its opening marker, and ends with a line naming the JSON file and its provenance (commit,
 date, machine), with a warning when ``runtime/`` has changed since that commit. The goals table shows each
 goal as ``benchmarks.findings`` judges it from the same files: a goal is "met" only when every measured case
@@ -42,6 +42,13 @@ from benchmarks.findings import (
 )
 
 README = REPO / "README.md"
+DOCS = REPO / "docs"
+
+
+def documents() -> list[Path]:
+    """Every page that may hold generated tables: README.md and docs/*.md."""
+    return [README, *sorted(DOCS.glob("*.md"))]
+
 
 MARKER = re.compile(
     r"^(?P<indent>[ \t]*)<!-- begin generated: (?P<name>[\w-]+) -->\n.*?^[ \t]*<!-- end generated: (?P=name) -->$",
@@ -422,6 +429,32 @@ def goals() -> list[str]:
     return table(["goal", "verdict", "measured"], [_goal_row(goal) for goal in judge_goals()], "lll")
 
 
+def scale() -> list[str]:
+    """Checkpoints at 4 to 200+ partitions on S3, file merging off and on (``benchmarks.scale``)."""
+    data = load("scale.json")
+    rows = []
+    for run in data["runs"]:
+        seconds = run["checkpoint_seconds"]
+        rows.append(
+            [
+                str(run["partitions"]),
+                run["file_merging"],
+                num(run["requests_per_checkpoint"], 1),
+                kinds({k: round(v) for k, v in run["requests_per_checkpoint_by_kind"].items() if round(v) > 0}),
+                f"{run['objects_written_per_checkpoint']:g} ({run['files_per_checkpoint']:g} files)",
+                f"{seconds['p50']} / {seconds['p95']} / {seconds['max']}",
+                f"${num(run['monthly_request_cost_usd'], 2)}",
+                str(run["checkpoints"]),
+            ]
+        )
+    header = [
+        "partitions", "file merging", "requests per checkpoint", "by kind", "objects written per checkpoint",
+        "checkpoint p50 / p95 / max (s)", "S3 request cost a month (10 s interval)", "checkpoints measured",
+    ]  # fmt: skip
+    command = f"python -m benchmarks.scale --latency-ms {data['latency_ms']:g}"
+    return [*table(header, rows, "llrlrrrr"), "", source("scale.json", data, command)]
+
+
 GENERATED: dict[str, Callable[[], list[str]]] = {
     "goals": goals,
     "request-cost": request_cost,
@@ -433,6 +466,7 @@ GENERATED: dict[str, Callable[[], list[str]]] = {
     "retention": retention,
     "sensor-latency": sensor_latency,
     "page-latency": page_latency,
+    "scale": scale,
 }
 
 
@@ -458,21 +492,25 @@ def blocks(readme: str) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.report", description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if README.md is not what the JSON gives")
-    parser.add_argument("--readme", default=str(README))
+    parser.add_argument("--check", action="store_true", help="exit 1 if a page is not what the JSON gives")
+    parser.add_argument("--readme", help="one page instead of README.md and docs/*.md")
     args = parser.parse_args(argv)
-    path = Path(args.readme)
-    current = path.read_text()
-    wanted = render(current)
-    if args.check:
-        if wanted != current:
-            print(f"{path} differs from the benchmarks' JSON: run python -m benchmarks.report", file=sys.stderr)
-            return 1
-        print(f"{path}: {len(blocks(current))} generated tables match the JSON")
-        return 0
-    path.write_text(wanted)
-    print(f"{path}: {len(blocks(wanted))} generated tables written")
-    return 0
+    failed = 0
+    for path in [Path(args.readme)] if args.readme else documents():
+        current = path.read_text()
+        if not blocks(current):
+            continue
+        wanted = render(current)
+        if args.check:
+            if wanted != current:
+                print(f"{path} differs from the benchmarks' JSON: run python -m benchmarks.report", file=sys.stderr)
+                failed = 1
+            else:
+                print(f"{path}: {len(blocks(current))} generated tables match the JSON")
+            continue
+        path.write_text(wanted)
+        print(f"{path}: {len(blocks(wanted))} generated tables written")
+    return failed
 
 
 if __name__ == "__main__":

@@ -41,8 +41,9 @@ def request_kind(method: str, path: str, query: str, headers: dict[str, str]) ->
 class CountingS3Server:
     """moto's S3 on a free loopback port, counting requests. ``options`` are s3fs storage options for it."""
 
-    def __init__(self, bucket: str = "checkpoints"):
+    def __init__(self, bucket: str = "checkpoints", latency: float = 0.0):
         self.bucket = bucket
+        self.latency = latency  # seconds each counted request waits first: a real region's round trip
         self.counts: Counter[str] = Counter()
         # Every request's wall-clock time and kind since the last reset: splits a run into its phases.
         self.timeline: list[tuple[float, str]] = []
@@ -71,6 +72,8 @@ class CountingS3Server:
             with self._lock:
                 self.counts[kind] += 1
                 self.timeline.append((time.time(), kind))
+            if self.latency:
+                time.sleep(self.latency)
             return app(environ, start_response)
 
         return middleware

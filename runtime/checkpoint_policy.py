@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from spark_checkpoint_runtime.file_merging import FileMerging
+
 
 @dataclass(frozen=True)
 class CheckpointConfig:
@@ -21,6 +23,7 @@ class CheckpointConfig:
     tolerable_failures: int = 0
     num_retained: int = 3
     mode: str = "exactly-once"
+    merging: FileMerging = FileMerging()  # small new files packed into segments (object stores by default)
 
 
 class RequestDecider:

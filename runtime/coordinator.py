@@ -129,7 +129,7 @@ class CheckpointCoordinator:
         self.config = config
         self.run_id = run_id
         self.stored = stored
-        self.checkpoints = CheckpointTarget(storage, run_id, stored)
+        self.checkpoints = CheckpointTarget(storage, run_id, stored, config.merging)
         self.retained_metadata = MetadataCache()  # retention after each checkpoint reads only the new _metadata
         self.fingerprint = fingerprint
         self.restored_from = restored_from

@@ -22,6 +22,7 @@ EXTERNALIZED_RETENTION = ("retain-on-cancellation", "delete-on-cancellation", "n
 CLAIM_MODES = ("no-claim", "claim")
 # A fresh start into a sink that already holds published output: refuse, set it aside, or keep it.
 EXISTING_OUTPUT = ("fail", "move-aside", "keep")
+FILE_MERGING_MODES = ("auto", "on", "off")  # file_merging.py: pack small files into segments
 MAX_SPEC_BYTES = 1024 * 1024
 MAX_SPEC_DEPTH = 8
 
@@ -65,6 +66,8 @@ class JobOptions:
     set_aside_retention: float = 7 * 86400.0
     allow_non_restored_state: bool = False
     lease_timeout: float = 30.0
+    file_merging: str = "auto"
+    segment_size_mb: int = 64
     conf: dict[str, str] = field(default_factory=dict)
     storage_options: dict[str, Any] = field(default_factory=dict)
 
@@ -87,6 +90,7 @@ _CHOICES = {
     "externalized_retention": EXTERNALIZED_RETENTION,
     "claim_mode": CLAIM_MODES,
     "existing_output": EXISTING_OUTPUT,
+    "file_merging": FILE_MERGING_MODES,
 }
 _KEYS = {f.name for f in fields(JobOptions)}
 
@@ -157,6 +161,12 @@ def build_parser() -> argparse.ArgumentParser:
         "this is deleted at the start of a run (default 7d); a rewind to a history abandoned longer ago than "
         "this cannot bring that history's output back",
     )
+    add(
+        "--file-merging",
+        help="pack a checkpoint's small new files into a few segment objects: auto (default: on object stores), "
+        "on or off",
+    )
+    add("--segment-size-mb", help="file merging: the largest segment object, in MiB (default 64)")
     add("--run-key", help="caller-chosen key: the run's result goes to _control/runs/KEY.json; stop requests name it")
     add("--conf", action="append", metavar="KEY=VALUE", help="Spark conf for the session (repeatable)")
     return parser
@@ -235,7 +245,7 @@ def options_from_mapping(values: dict[str, Any]) -> JobOptions:
             values[key] = parse_duration(values[key], name=f"--{key.replace('_', '-')}")
         except ValueError as exc:
             raise OptionsError(str(exc)) from None
-    for key, minimum in (("tolerable_failed_checkpoints", 0), ("num_retained", 1)):
+    for key, minimum in (("tolerable_failed_checkpoints", 0), ("num_retained", 1), ("segment_size_mb", 1)):
         if key in values:
             values[key] = _integer(values[key], key, minimum)
     for key in ("conf", "storage_options"):

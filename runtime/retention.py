@@ -20,6 +20,7 @@ from spark_checkpoint_runtime.layout import (
     DamagedCheckpoint,
     JobFolder,
     checkpoint_dir_name,
+    entry_intact,
     missing_files,
     parse_checkpoint_dir_name,
     referenced_files,
@@ -71,7 +72,7 @@ def plan_retention(
         problems = missing_files(meta.files, listing)
         if problems:
             damaged[checkpoint_id] = problems
-            missing |= {f.path for f in meta.files if listing.get(f.path) != f.size}
+            missing |= {f.path for f in meta.files if not entry_intact(f, listing)}
         else:
             valid.append(checkpoint_id)
     keep = sorted(valid[:num_retained])

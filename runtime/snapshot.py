@@ -21,6 +21,7 @@ from typing import Any
 from fsspec.implementations.local import LocalFileSystem
 
 from spark_checkpoint_runtime import faults
+from spark_checkpoint_runtime.file_merging import FileMerging, SegmentWriter, read_ranges
 from spark_checkpoint_runtime.layout import FileEntry, JobFolder, SavepointFolder, ValidCheckpoint
 from spark_checkpoint_runtime.state_files import CaptureRaced, SelectedFile, read_batch_offsets, select_files
 from spark_checkpoint_runtime.state_files.operators import OPERATOR_METADATA_V2, relocate_schema_paths
@@ -153,6 +154,7 @@ def upload(
     aborted: threading.Event,
     fence: Callable[[str], None] = lambda action: None,
     uploaded: set[str] | None = None,
+    merging: FileMerging = FileMerging(),
 ) -> Upload:
     """Store every file of ``snap`` that is not stored yet; return entries for ``_metadata``.
 
@@ -160,19 +162,33 @@ def upload(
     files this run has uploaded so far (grown here). A new file's name is under this run's own folder of
     ``shared/``, so one this run never uploaded cannot be there yet: it is written without asking storage
     first (on S3 a HEAD and, for a missing key, a LIST saved per file). Without it, every new file is asked.
+    With ``merging`` enabled, new files it packs go into segment objects (``file_merging.py``).
     """
     entries: list[FileEntry] = []
     new_shared: list[str] = []
     written = 0
+
+    def before_segment(relative: str) -> None:
+        if aborted.is_set():
+            raise CheckpointAborted(f"checkpoint {snap.checkpoint_id} was aborted during upload")
+        fence(f"uploading checkpoint {snap.checkpoint_id}")
+        new_shared.append(relative)  # deleted if the checkpoint fails from here on
+
+    segments = SegmentWriter(
+        storage, run_id, snap.checkpoint_id, merging, before_segment, lambda: faults.reach("upload")
+    )
     try:
         for selected in snap.files:
             if aborted.is_set():
                 raise CheckpointAborted(f"checkpoint {snap.checkpoint_id} was aborted during upload")
             fence(f"uploading checkpoint {snap.checkpoint_id}")
+            if selected.shared and selected.target in snap.reused:
+                entries.append(snap.reused[selected.target])
+                continue
+            if merging.packs(selected.size):
+                segments.add(selected.target, _frozen_bytes(working, snap.sources[selected.target], selected.size))
+                continue
             if selected.shared:
-                if selected.target in snap.reused:
-                    entries.append(snap.reused[selected.target])
-                    continue
                 # A target stored with another size (never expected: Spark's files are immutable) gets a
                 # name of its own rather than overwriting what a retained checkpoint references.
                 variant = f"chk{snap.checkpoint_id}" if stored.has(selected.target) else None
@@ -195,12 +211,26 @@ def upload(
             faults.reach("upload")
             written += selected.size
             entries.append(FileEntry(relative, selected.target, selected.size, selected.shared))
+        segments.close()
+        entries += segments.entries
+        written += segments.bytes_written
     except BaseException:
         storage.delete_job_files(new_shared)
         raise
     if uploaded is not None:
         uploaded.update(new_shared)
     return Upload(entries, written, new_shared)
+
+
+def _frozen_bytes(working: WorkingCopy, source: str, size: int) -> bytes:
+    """A frozen file's content, to pack into a segment; ``CaptureRaced`` if it is gone or not what was listed."""
+    try:
+        data = working.fs.cat_file(source)
+    except FileNotFoundError as exc:
+        raise CaptureRaced(f"{source} vanished before it was uploaded") from exc
+    if len(data) != size:
+        raise CaptureRaced(f"{source} has {len(data)} bytes, {size} were frozen")
+    return data
 
 
 def copy_into_storage(working: WorkingCopy, source: str, storage: JobFolder, relative: str) -> None:
@@ -224,23 +254,28 @@ def materialize(snapshot: ValidCheckpoint, working: WorkingCopy, *, skip_state_o
     ``skip_state_operators``: leave out the state of stateful operators with this index or higher (what
     ``--allow-non-restored-state`` drops when the new pipeline has fewer stateful operators).
     """
-    entries = [entry for entry in snapshot.metadata.files if not _skipped(entry.target, skip_state_operators)]
+    chosen = [entry for entry in snapshot.metadata.files if not _skipped(entry.target, skip_state_operators)]
+    for folder in sorted({posixpath.dirname(working.file_path(entry.target)) for entry in chosen}):
+        working.fs.makedirs(folder, exist_ok=True)
+    # Files merged into segments: their ranges, many at a time (file_merging.py).
+    ranged = [(entry, snapshot.file_path(entry)) for entry in chosen if entry.offset is not None]
+    for entry, data in read_ranges(snapshot.fs, ranged):
+        working.fs.pipe_file(working.file_path(entry.target), data)
+    entries = [entry for entry in chosen if entry.offset is None]
     sources = [snapshot.file_path(entry) for entry in entries]
     destinations = [working.file_path(entry.target) for entry in entries]
-    for folder in sorted({posixpath.dirname(destination) for destination in destinations}):
-        working.fs.makedirs(folder, exist_ok=True)
-    if isinstance(working.fs, LocalFileSystem) and not isinstance(snapshot.fs, LocalFileSystem):
+    if entries and isinstance(working.fs, LocalFileSystem) and not isinstance(snapshot.fs, LocalFileSystem):
         # From an object store: one batched get, which async filesystems (s3fs, gcsfs, adlfs) run
         # concurrently; one GET after another would make a restore's time grow with the file count.
         snapshot.fs.get(sources, destinations)
     else:
         for source, destination in zip(sources, destinations, strict=True):
             _copy(snapshot.fs, source, working.fs, destination, link=True)
-    for entry in entries:
+    for entry in chosen:
         if OPERATOR_METADATA_V2.match(entry.target):
             relocated = relocate_schema_paths(working.read_text(entry.target), working.schema_location)
             working.replace_text(entry.target, relocated)
-    return sum(entry.size for entry in entries)
+    return sum(entry.size for entry in chosen)
 
 
 def _skipped(target: str, skip_state_operators: int | None) -> bool:

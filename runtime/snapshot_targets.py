@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from spark_checkpoint_runtime import faults
+from spark_checkpoint_runtime.file_merging import FileMerging
 from spark_checkpoint_runtime.layout import CheckpointMetadata, JobFolder, SavepointFolder, SnapshotExists
 from spark_checkpoint_runtime.snapshot import Capture, StoredFiles, Upload, upload, upload_savepoint
 from spark_checkpoint_runtime.working_copy import WorkingCopy
@@ -52,17 +53,26 @@ class CheckpointTarget:
     where = ""
     location = None
 
-    def __init__(self, storage: JobFolder, run_id: str, stored: StoredFiles):
+    def __init__(self, storage: JobFolder, run_id: str, stored: StoredFiles, merging: FileMerging = FileMerging()):
         self.storage = storage
         self.run_id = run_id
         self.stored = stored
+        self.merging = merging
         self.uploaded: set[str] = set()  # shared files this run uploaded: only these may already be stored
 
     def upload(
         self, snap: Capture, working: WorkingCopy, aborted: threading.Event, fence: Callable[[str], None]
     ) -> Upload:
         return upload(
-            snap, working, self.storage, self.run_id, self.stored, aborted, fence=fence, uploaded=self.uploaded
+            snap,
+            working,
+            self.storage,
+            self.run_id,
+            self.stored,
+            aborted,
+            fence=fence,
+            uploaded=self.uploaded,
+            merging=self.merging,
         )
 
     def write_metadata(self, meta: CheckpointMetadata) -> None:

@@ -17,6 +17,7 @@ from spark_checkpoint_runtime.layout.metadata import (
 )
 from spark_checkpoint_runtime.layout.names import (
     METADATA_FILE,
+    SEGMENTS_DIR,
     SHARED_DIR,
     checkpoint_dir_name,
     parse_checkpoint_dir_name,
@@ -53,6 +54,11 @@ class CompletedCheckpoints:
         if variant:
             name = f"{name}.{variant}"
         return posixpath.join(SHARED_DIR, run_id, name)
+
+    def segment_relative_file(self, run_id: str, checkpoint_id: int, number: int) -> str:
+        """Job-relative path of segment ``number`` of checkpoint ``checkpoint_id``: one object holding many of
+        its small new files (file merging), shared by every later checkpoint that references one of them."""
+        return posixpath.join(SHARED_DIR, run_id, SEGMENTS_DIR, f"chk-{checkpoint_id}-{number}.seg")
 
     @property
     def shared_path(self) -> str:

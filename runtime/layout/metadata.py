@@ -17,6 +17,11 @@ from spark_checkpoint_runtime.layout.names import METADATA_FILE, safe_relative_p
 from spark_checkpoint_runtime.layout.untrusted import UntrustedJson, int_field, parse_json_object, read_at_most
 
 FORMAT_VERSION = 1
+# Version 2 adds file entries stored as a range of a segment object (``offset``): a runtime that reads only
+# version 1 would take the whole segment for the file, so such a _metadata says 2 and older runtimes refuse it.
+# _metadata without segments stays version 1, readable by every runtime.
+SEGMENTS_FORMAT_VERSION = 2
+READABLE_FORMAT_VERSIONS = (FORMAT_VERSION, SEGMENTS_FORMAT_VERSION)
 
 
 KINDS = ("checkpoint", "savepoint")
@@ -31,13 +36,21 @@ class FileEntry:
     """One file a snapshot needs.
 
     ``path`` is where it is stored, relative to the job folder (checkpoints) or the savepoint folder.
-    ``target`` is where it goes in Spark's working checkpoint folder on restore.
+    ``target`` is where it goes in Spark's working checkpoint folder on restore. With ``offset``, ``path`` is
+    a segment object that holds many small files (file merging) and the file is its ``size`` bytes from
+    ``offset`` on.
     """
 
     path: str
     target: str
     size: int
     shared: bool
+    offset: int | None = None
+
+    @property
+    def end(self) -> int:
+        """The stored object's size this entry needs at least (the whole file, or up to its range's end)."""
+        return (self.offset or 0) + self.size
 
 
 @dataclass
@@ -84,6 +97,11 @@ class CheckpointMetadata:
     def to_json(self) -> str:
         data = asdict(self)
         data["total_bytes"] = self.total_bytes
+        for entry in data["files"]:
+            if entry["offset"] is None:
+                del entry["offset"]
+        segmented = any(f.offset is not None for f in self.files)
+        data["format_version"] = SEGMENTS_FORMAT_VERSION if segmented else FORMAT_VERSION
         return json.dumps(data, indent=1, sort_keys=True)
 
     def summary(self) -> dict[str, Any]:
@@ -112,10 +130,11 @@ class CheckpointMetadata:
         except UntrustedJson as exc:
             raise DamagedCheckpoint(location, f"{exc} (truncated or not ours?)") from None
         version = data.get("format_version")
-        if version != FORMAT_VERSION:
+        if version not in READABLE_FORMAT_VERSIONS:
             raise DamagedCheckpoint(
                 location,
-                f"_metadata has format version {version!r}; this runtime reads version {FORMAT_VERSION}",
+                f"_metadata has format version {version!r}; this runtime reads versions "
+                f"{', '.join(map(str, READABLE_FORMAT_VERSIONS))} (a newer runtime wrote it? restore with that one)",
             )
         try:
             files = [
@@ -124,6 +143,9 @@ class CheckpointMetadata:
                     target=safe_relative_path(f["target"], context=location),
                     size=_non_negative_int(f["size"]),
                     shared=bool(f["shared"]),
+                    offset=_non_negative_int(f["offset"])
+                    if version >= SEGMENTS_FORMAT_VERSION and "offset" in f
+                    else None,
                 )
                 for f in data["files"]
             ]
@@ -146,6 +168,7 @@ class CheckpointMetadata:
                 spark_version=_typed(data.get("spark_version"), str, "spark_version", default=None),
                 lineage=data.get("lineage"),
                 staged_output=data.get("staged_output"),
+                format_version=version,
             )
             # A damaged history or staged-output record makes the whole snapshot damaged: restoring from it
             # could publish the wrong output.
@@ -228,6 +251,15 @@ def referenced_files(metadatas: Iterable[CheckpointMetadata]) -> set[str]:
     return {f.path for meta in metadatas for f in meta.files if f.shared}
 
 
+def entry_intact(entry: FileEntry, listing: dict[str, int]) -> bool:
+    """Whether a listing (relative path to size) has the entry's file: its exact size, or for a range of a
+    segment a segment long enough to hold it (other files of the segment may be longer gone from use)."""
+    size = listing.get(entry.path)
+    if size is None:
+        return False
+    return size >= entry.end if entry.offset is not None else size == entry.size
+
+
 def missing_files(files: list[FileEntry], listing: dict[str, int]) -> str:
     """What of ``files`` a listing (relative path to size) lacks or has at another size; "" when nothing."""
     problems = []
@@ -235,8 +267,9 @@ def missing_files(files: list[FileEntry], listing: dict[str, int]) -> str:
         size = listing.get(entry.path)
         if size is None:
             problems.append(f"missing {entry.path}")
-        elif size != entry.size:
-            problems.append(f"{entry.path} has {size} bytes, expected {entry.size}")
+        elif not entry_intact(entry, listing):
+            expected = f"at least {entry.end}" if entry.offset is not None else str(entry.size)
+            problems.append(f"{entry.path} has {size} bytes, expected {expected}")
     if not problems:
         return ""
     shown = ", ".join(problems[:3])

@@ -18,6 +18,7 @@ CHECKPOINT_PREFIX = "chk-"
 
 
 SHARED_DIR = "shared"
+SEGMENTS_DIR = "_segments"  # shared/<run>/_segments/: segment objects of file merging (no Spark file is named so)
 
 
 SAVEPOINTS_DIR = "savepoints"

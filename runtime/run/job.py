@@ -9,6 +9,7 @@ from typing import Any
 
 from spark_checkpoint_runtime.checkpoint_policy import CheckpointConfig
 from spark_checkpoint_runtime.coordinator import CheckpointCoordinator
+from spark_checkpoint_runtime.file_merging import FileMerging
 from spark_checkpoint_runtime.layout import ControlChannel, JobFolder
 from spark_checkpoint_runtime.lease import JobLease
 from spark_checkpoint_runtime.options import JobOptions
@@ -116,6 +117,7 @@ class StreamingJob:
                 tolerable_failures=opts.tolerable_failed_checkpoints,
                 num_retained=opts.num_retained,
                 mode=opts.checkpointing_mode,
+                merging=FileMerging.for_storage(opts.file_merging, opts.segment_size_mb, storage.fs),
             ),
             run_id=self.run_id,
             next_id=plan.next_id,

@@ -53,6 +53,8 @@ def test_crash_restore_with_the_checkpoint_root_on_s3(s3, tmp_path: Path, landin
     referenced = {f.path for meta in completed for f in meta.files if f.shared}
     assert referenced == set(storage.checkpoints.shared_files()), "no unreferenced shared file is left on S3"
     assert storage.checkpoints.latest_valid() is not None
+    # On an object store the checkpoints' small files went into segments (file merging, on by default there).
+    assert all(any(f.offset is not None for f in meta.files) for meta in completed)
     log = (tmp_path / "job.log").read_text(errors="replace")
     assert SECRET not in log
     assert all(SECRET not in meta.to_json() for meta in completed)

@@ -1,0 +1,136 @@
+"""Checkpoints at the scale users run: 4 to 200+ shuffle partitions with the checkpoint root on S3.
+
+    .venv/bin/python -m benchmarks.scale [--partitions 4,50,200] [--latency-ms 15] [--files 10] [--every 3]
+
+A real continuous job (``python -m spark_checkpoint_runtime``, a stateful running count on the HDFS-backed
+store, a 10 s checkpoint interval) checkpoints to a loopback S3 server (moto) that counts requests by kind
+and makes each one wait ``--latency-ms`` first, as a real region does. For each partition count the job
+runs twice, with file merging off and on (``--file-merging off|auto``), one after the other in this
+process, while a file lands every ``--every`` seconds. Per checkpoint: requests by kind (net of the idle
+job's polls and heartbeats), the files and bytes it wrote, its duration (p50, p95, max from ``_metadata``),
+and what its requests would cost a month at S3's published prices with a checkpoint every 10 s.
+Prints a table, writes JSON (every run kept).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from benchmarks.provenance import write_result  # noqa: E402
+from benchmarks.request_cost import RunningJob, _checkpoints_while_fed, _idle_rate  # noqa: E402
+from benchmarks.s3_requests import CountingS3Server  # noqa: E402
+
+# S3 Standard request prices (us-east-1), USD per 1,000 requests: PUT, COPY, POST, LIST at one price; GET
+# and HEAD at another; DELETE is free (a batched delete is a POST).
+PRICE_PER_1000 = {"PUT": 0.005, "COPY": 0.005, "LIST": 0.005, "DELETE_BATCH": 0.005, "GET": 0.0004, "HEAD": 0.0004}
+CHECKPOINTS_PER_MONTH = 6 * 60 * 24 * 30  # one every 10 s
+
+
+def monthly_cost(per_checkpoint_by_kind: dict[str, float]) -> float:
+    """USD a month for the requests of one checkpoint every 10 s."""
+    per_checkpoint = sum(
+        max(0.0, n) * PRICE_PER_1000.get(kind, 0.0) / 1000 for kind, n in per_checkpoint_by_kind.items()
+    )
+    return round(per_checkpoint * CHECKPOINTS_PER_MONTH, 2)
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
+
+
+def new_files(storage, checkpoint_id: int, previous) -> tuple[int, int]:
+    """Objects a checkpoint wrote (a segment counts once) and the files in them."""
+    meta = storage.checkpoints.read(checkpoint_id)
+    known = {(f.path, f.offset) for f in previous.files} if previous is not None else set()
+    fresh = [f for f in meta.files if (f.path, f.offset) not in known]
+    return len({f.path for f in fresh}), len(fresh)
+
+
+def one_run(server: CountingS3Server, folder: Path, partitions: int, merging: str, files: int, every: float) -> dict:
+    name = f"p{partitions}-{merging}"
+    job = RunningJob(
+        server, folder / name, name,
+        "--conf", f"spark.sql.shuffle.partitions={partitions}", "--file-merging", merging,
+        "--checkpoint-interval", "10s",
+    )  # fmt: skip
+    try:
+        job.started()
+        idle = _idle_rate(server, 20)
+        busy = _checkpoints_while_fed(job, server, idle, files, every, settle=14)
+        ids = [m.id for m in job.storage.checkpoints.completed() if m.id >= busy["first_id"]]
+    finally:
+        job.stop()
+    metas = {i: job.storage.checkpoints.read(i) for i in ids}
+    durations = [metas[i].durations_ms.get("total", 0) / 1000 for i in ids]
+    written = []
+    for i in ids:
+        previous = metas.get(i - 1) or _read_or_none(job.storage, i - 1)
+        written.append(new_files(job.storage, i, previous))
+    return {
+        "partitions": partitions,
+        "file_merging": merging,
+        "checkpoints": busy["checkpoints"],
+        "requests_per_checkpoint": busy["per_checkpoint"],
+        "requests_per_checkpoint_by_kind": busy["per_checkpoint_by_kind"],
+        "objects_written_per_checkpoint": statistics.median(w[0] for w in written) if written else None,
+        "files_per_checkpoint": statistics.median(w[1] for w in written) if written else None,
+        "checkpoint_seconds": {
+            "p50": round(statistics.median(durations), 2) if durations else None,
+            "p95": round(percentile(durations, 0.95), 2) if durations else None,
+            "max": round(max(durations), 2) if durations else None,
+            "all": [round(d, 2) for d in durations],
+        },
+        "monthly_request_cost_usd": monthly_cost(busy["per_checkpoint_by_kind"]),
+    }
+
+
+def _read_or_none(storage, checkpoint_id: int):
+    try:
+        return storage.checkpoints.read(checkpoint_id)
+    except Exception:  # noqa: BLE001 - retention took it: count every file as new
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--partitions", default="4,50,200", help="comma-separated shuffle partition counts")
+    parser.add_argument("--latency-ms", type=float, default=15.0, help="wait before each S3 request (default 15)")
+    parser.add_argument("--files", type=int, default=10, help="files landed while measuring (default 10)")
+    parser.add_argument("--every", type=float, default=3.0, help="seconds between landed files (default 3)")
+    parser.add_argument("--out", default=str(REPO / "benchmarks" / "scale.json"))
+    args = parser.parse_args(argv)
+    runs = []
+    server = CountingS3Server(latency=args.latency_ms / 1000).start()
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench-scale-") as folder:
+            for partitions in [int(p) for p in args.partitions.split(",")]:
+                for merging in ("off", "auto"):
+                    run = one_run(server, Path(folder), partitions, merging, args.files, args.every)
+                    runs.append(run)
+                    print(json.dumps({k: v for k, v in run.items() if k != "checkpoint_seconds"}), flush=True)
+    finally:
+        server.stop()
+    print("\n| partitions | file merging | requests/checkpoint | objects written | checkpoint p50 / p95 / max s "
+          "| $ per month (10 s) |\n|---|---|---|---|---|---|")  # fmt: skip
+    for run in runs:
+        seconds = run["checkpoint_seconds"]
+        print(
+            f"| {run['partitions']} | {run['file_merging']} | {run['requests_per_checkpoint']} "
+            f"| {run['objects_written_per_checkpoint']} | {seconds['p50']} / {seconds['p95']} / {seconds['max']} "
+            f"| {run['monthly_request_cost_usd']} |"
+        )
+    write_result(args.out, {"latency_ms": args.latency_ms, "runs": runs})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
