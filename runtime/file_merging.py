@@ -8,8 +8,10 @@ into a few segment objects of up to ``segment_bytes`` each, written with one req
 with an ``offset``, format version 2). Larger files (big RocksDB SSTs) stay objects of their own.
 
 A restore reads the ranges it needs, many at a time. Retention keeps a segment while any retained snapshot
-references a range of it and deletes it with the last. Savepoints are never merged: each stays
-self-contained and relocatable.
+references a range of it and deletes it with the last. A segment most of whose bytes the new checkpoint no
+longer needs is compacted: the live ranges the checkpoint would reference are copied into its own segment
+instead (``Compaction``), so once older checkpoints age out the dead bytes go with it and storage stays
+proportional to live state. Savepoints are never merged: each stays self-contained and relocatable.
 
 ``auto`` (the default) merges on object stores only: on a local disk or NFS a file costs no request, and
 checkpoints there hard-link Spark's files instead of copying them.
@@ -30,6 +32,9 @@ from spark_checkpoint_runtime.layout.store import is_object_store
 
 MIB = 1024 * 1024
 PACK_LIMIT = 4 * MIB  # a file larger than this is an object of its own: its request is small beside its bytes
+# A segment whose size is more than this many times the bytes the new checkpoint still references in it is
+# compacted (Flink's file merging bounds space amplification the same way).
+MAX_SPACE_AMPLIFICATION = 2.0
 # Spans (up to a segment each) fetched at once on restore: concurrent on async filesystems, bounded memory.
 RANGE_READ_BATCH = 4
 SPAN_GAP = 1 * MIB  # unused bytes between two needed ranges of a segment that one read may span
@@ -55,7 +60,7 @@ class SegmentWriter:
     """Packs files into the segments of one checkpoint, writing each once it is full (and the last on ``close``).
 
     ``before_write(relative)`` runs before each segment is written (the caller records it for deletion if
-    the checkpoint fails, and checks the lease); ``after_write`` runs once it is stored.
+    the checkpoint fails, and checks the lease); ``after_write(relative, size)`` runs once it is stored.
     """
 
     def __init__(
@@ -65,7 +70,7 @@ class SegmentWriter:
         checkpoint_id: int,
         merging: FileMerging,
         before_write: Callable[[str], None],
-        after_write: Callable[[], None],
+        after_write: Callable[[str, int], None],
     ):
         self.storage = storage
         self.run_id = run_id
@@ -97,11 +102,40 @@ class SegmentWriter:
         if not is_object_store(self.storage.fs):  # object stores have no folders to make
             self.storage.fs.makedirs(posixpath.dirname(path), exist_ok=True)
         self.storage.fs.pipe_file(path, bytes(self._buffer))
-        self.after_write()
+        self.after_write(relative, len(self._buffer))
         self.bytes_written += len(self._buffer)
         self.entries += [FileEntry(relative, target, size, True, offset) for target, offset, size in self._pending]
         self._buffer = bytearray()
         self._pending = []
+
+
+class Compaction:
+    """Which referenced ranges a checkpoint copies into its own segment rather than reference again.
+
+    Segment sizes are known for the segments this run wrote and asked once (a HEAD) for older ones.
+    """
+
+    def __init__(self, storage: JobFolder):
+        self.storage = storage
+        self.sizes: dict[str, int | None] = {}
+
+    def wrote(self, relative: str, size: int) -> None:
+        self.sizes[relative] = size
+
+    def mostly_dead(self, reused: list[FileEntry]) -> set[str]:
+        """Segments (job-relative) whose live ranges among ``reused`` are too small a share of them."""
+        live: dict[str, int] = {}
+        for entry in reused:
+            if entry.offset is not None:
+                live[entry.path] = live.get(entry.path, 0) + entry.size
+        dead = set()
+        for path, used in live.items():
+            if path not in self.sizes:
+                self.sizes[path] = self.storage.file_size(path)
+            size = self.sizes[path]
+            if size is not None and size > MAX_SPACE_AMPLIFICATION * used:
+                dead.add(path)
+        return dead
 
 
 def read_ranges(fs: fsspec.AbstractFileSystem, ranged: list[tuple[Any, str]]) -> Iterator[tuple[Any, bytes]]:

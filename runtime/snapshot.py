@@ -21,7 +21,7 @@ from typing import Any
 from fsspec.implementations.local import LocalFileSystem
 
 from spark_checkpoint_runtime import faults
-from spark_checkpoint_runtime.file_merging import FileMerging, SegmentWriter, read_ranges
+from spark_checkpoint_runtime.file_merging import Compaction, FileMerging, SegmentWriter, read_ranges
 from spark_checkpoint_runtime.layout import FileEntry, JobFolder, SavepointFolder, ValidCheckpoint
 from spark_checkpoint_runtime.state_files import CaptureRaced, SelectedFile, read_batch_offsets, select_files
 from spark_checkpoint_runtime.state_files.operators import OPERATOR_METADATA_V2, relocate_schema_paths
@@ -155,6 +155,7 @@ def upload(
     fence: Callable[[str], None] = lambda action: None,
     uploaded: set[str] | None = None,
     merging: FileMerging = FileMerging(),
+    compaction: Compaction | None = None,
 ) -> Upload:
     """Store every file of ``snap`` that is not stored yet; return entries for ``_metadata``.
 
@@ -162,7 +163,8 @@ def upload(
     files this run has uploaded so far (grown here). A new file's name is under this run's own folder of
     ``shared/``, so one this run never uploaded cannot be there yet: it is written without asking storage
     first (on S3 a HEAD and, for a missing key, a LIST saved per file). Without it, every new file is asked.
-    With ``merging`` enabled, new files it packs go into segment objects (``file_merging.py``).
+    With ``merging`` enabled, new files it packs go into segment objects (``file_merging.py``), and with
+    ``compaction`` the ranges of mostly dead segments the checkpoint still needs are copied into its own.
     """
     entries: list[FileEntry] = []
     new_shared: list[str] = []
@@ -174,11 +176,19 @@ def upload(
         fence(f"uploading checkpoint {snap.checkpoint_id}")
         new_shared.append(relative)  # deleted if the checkpoint fails from here on
 
-    segments = SegmentWriter(
-        storage, run_id, snap.checkpoint_id, merging, before_segment, lambda: faults.reach("upload")
-    )
+    def after_segment(relative: str, size: int) -> None:
+        if compaction is not None:
+            compaction.wrote(relative, size)
+        faults.reach("upload")
+
+    segments = SegmentWriter(storage, run_id, snap.checkpoint_id, merging, before_segment, after_segment)
+    rewritten = _compacted(snap, storage, compaction) if merging.enabled and compaction is not None else {}
     try:
+        for target, data in rewritten.items():
+            segments.add(target, data)
         for selected in snap.files:
+            if selected.target in rewritten:
+                continue
             if aborted.is_set():
                 raise CheckpointAborted(f"checkpoint {snap.checkpoint_id} was aborted during upload")
             fence(f"uploading checkpoint {snap.checkpoint_id}")
@@ -220,6 +230,22 @@ def upload(
     if uploaded is not None:
         uploaded.update(new_shared)
     return Upload(entries, written, new_shared)
+
+
+def _compacted(snap: Capture, storage: JobFolder, compaction: Compaction) -> dict[str, bytes]:
+    """Target -> content of each reused range whose segment is mostly dead: read back (joined ranged reads)
+    to go into this checkpoint's segment."""
+    reused = list(snap.reused.values())
+    dead = compaction.mostly_dead(reused)
+    moved = [(entry, storage.job_file(entry.path)) for entry in reused if entry.path in dead]
+    if moved:
+        log.info(
+            "checkpoint %d compacts %d file(s) out of %d mostly unused segment(s)",
+            snap.checkpoint_id,
+            len(moved),
+            len(dead),
+        )
+    return {entry.target: data for entry, data in read_ranges(storage.fs, moved)}
 
 
 def _frozen_bytes(working: WorkingCopy, source: str, size: int) -> bytes:

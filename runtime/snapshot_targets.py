@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from spark_checkpoint_runtime import faults
-from spark_checkpoint_runtime.file_merging import FileMerging
+from spark_checkpoint_runtime.file_merging import Compaction, FileMerging
 from spark_checkpoint_runtime.layout import CheckpointMetadata, JobFolder, SavepointFolder, SnapshotExists
 from spark_checkpoint_runtime.snapshot import Capture, StoredFiles, Upload, upload, upload_savepoint
 from spark_checkpoint_runtime.working_copy import WorkingCopy
@@ -58,6 +58,7 @@ class CheckpointTarget:
         self.run_id = run_id
         self.stored = stored
         self.merging = merging
+        self.compaction = Compaction(storage)
         self.uploaded: set[str] = set()  # shared files this run uploaded: only these may already be stored
 
     def upload(
@@ -73,6 +74,7 @@ class CheckpointTarget:
             fence=fence,
             uploaded=self.uploaded,
             merging=self.merging,
+            compaction=self.compaction,
         )
 
     def write_metadata(self, meta: CheckpointMetadata) -> None:

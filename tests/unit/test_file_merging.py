@@ -184,3 +184,36 @@ def test_merging_is_on_for_object_stores_by_default_and_never_for_savepoints():
     assert not FileMerging.for_storage("auto", 64, fsspec.filesystem("file")).enabled
     assert FileMerging.for_storage("on", 8, fsspec.filesystem("file")) == FileMerging(True, 8 * MIB)
     assert not FileMerging.for_storage("off", 64, fsspec.filesystem("s3", anon=True)).enabled
+
+
+def test_a_mostly_unused_segment_is_compacted_into_the_next_checkpoint_and_then_deleted(counted, tmp_path):
+    """Partitions 0-5 got a new snapshot file, 6-7 still need their first delta: the first segment is mostly
+    dead, so checkpoint 2 copies the two live ranges into its own segment (one ranged read) and references
+    nothing of the first; retention then deletes it. Storage follows live state, and the restore is exact."""
+    working = WorkingCopy(str(tmp_path / "work"), "j", "run-1")
+    working.create()
+    spark_files(working, 1, partitions=8)
+    storage = JobFolder(f"s3://{counted.bucket}/compaction", "j", counted.options)
+    target = CheckpointTarget(storage, "run-1", StoredFiles(), FileMerging(enabled=True))
+    stored = StoredFiles()
+    first = checkpoint(target, working, 1, stored)
+    first_segment = {e.path for e in first.files}
+    for p in range(6):  # version 2 of partitions 0-5 is a snapshot: their version 1 deltas are dead
+        Path(working.file_path(f"state/0/{p}/1.delta")).unlink()
+        Path(working.file_path(f"state/0/{p}/2.snapshot")).write_bytes(f"snap-{p}".encode())
+    for p in (6, 7):
+        Path(working.file_path(f"state/0/{p}/2.delta")).write_bytes(f"delta-{p}".encode())
+    for name, data in {"offsets/1": Path(working.file_path("offsets/0")).read_bytes(), "commits/1": b"v1\n{}"}.items():
+        Path(working.file_path(name)).write_bytes(data)
+    counted.reset()
+    second = checkpoint(target, working, 2, stored)
+    spent = counted.snapshot()
+    assert not first_segment & {e.path for e in second.files}, "nothing of the first segment is referenced"
+    assert spent["PUT"] == 2 and spent["GET"] == 1, spent  # segment + _metadata; the live ranges in one read
+    apply_job_retention(storage, plan_job_retention(storage, num_retained=1, orphan_grace=0, now=time.time() + 3600))
+    assert not any(storage.fs.exists(storage.job_file(path)) for path in first_segment)
+    restored = _fresh(tmp_path / "restored")
+    materialize(storage.checkpoints.latest_valid(), restored)
+    for p in (6, 7):
+        assert Path(restored.file_path(f"state/0/{p}/1.delta")).read_bytes() == (f"1-{p}-" * (5 + p % 7)).encode()
+    assert Path(restored.file_path("state/0/0/2.snapshot")).read_bytes() == b"snap-0"
