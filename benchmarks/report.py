@@ -451,7 +451,8 @@ def scale() -> list[str]:
         "partitions", "file merging", "requests per checkpoint", "by kind", "objects written per checkpoint",
         "checkpoint p50 / p95 / max (s)", "S3 request cost a month (10 s interval)", "checkpoints measured",
     ]  # fmt: skip
-    command = f"python -m benchmarks.scale --latency-ms {data['latency_ms']:g}"
+    counts = ",".join(dict.fromkeys(str(run["partitions"]) for run in data["runs"]))
+    command = f"python -m benchmarks.scale --partitions {counts} --latency-ms {data['latency_ms']:g}"
     return [*table(header, rows, "llrlrrrr"), "", source("scale.json", data, command)]
 
 

@@ -1,12 +1,13 @@
 """Checkpoints at the scale users run: 4 to 200+ shuffle partitions with the checkpoint root on S3.
 
-    .venv/bin/python -m benchmarks.scale [--partitions 4,50,200] [--latency-ms 15] [--files 10] [--every 3]
+    .venv/bin/python -m benchmarks.scale [--partitions 4,50,200,1000] [--latency-ms 15] [--files 10] [--every 3]
 
 A real continuous job (``python -m spark_checkpoint_runtime``, a stateful running count on the HDFS-backed
 store, a 10 s checkpoint interval) checkpoints to a loopback S3 server (moto) that counts requests by kind
 and makes each one wait ``--latency-ms`` first, as a real region does. For each partition count the job
 runs twice, with file merging off and on (``--file-merging off|auto``), one after the other in this
-process, while a file lands every ``--every`` seconds. Per checkpoint: requests by kind (net of the idle
+process (from ``--merging-only-from`` partitions on only with merging: without it such a job falls
+behind), while a file lands every ``--every`` seconds. Per checkpoint: requests by kind (net of the idle
 job's polls and heartbeats), the files and bytes it wrote, its duration (p50, p95, max from ``_metadata``),
 and what its requests would cost a month at S3's published prices with a checkpoint every 10 s.
 Prints a table, writes JSON (every run kept).
@@ -102,7 +103,13 @@ def _read_or_none(storage, checkpoint_id: int):
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--partitions", default="4,50,200", help="comma-separated shuffle partition counts")
+    parser.add_argument("--partitions", default="4,50,200,1000", help="comma-separated shuffle partition counts")
+    parser.add_argument(
+        "--merging-only-from",
+        type=int,
+        default=1000,
+        help="from this partition count on, run with file merging only (unmerged, such a job falls behind)",
+    )
     parser.add_argument("--latency-ms", type=float, default=15.0, help="wait before each S3 request (default 15)")
     parser.add_argument("--files", type=int, default=10, help="files landed while measuring (default 10)")
     parser.add_argument("--every", type=float, default=3.0, help="seconds between landed files (default 3)")
@@ -113,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="bench-scale-") as folder:
             for partitions in [int(p) for p in args.partitions.split(",")]:
-                for merging in ("off", "auto"):
+                for merging in ("auto",) if partitions >= args.merging_only_from else ("off", "auto"):
                     run = one_run(server, Path(folder), partitions, merging, args.files, args.every)
                     runs.append(run)
                     print(json.dumps({k: v for k, v in run.items() if k != "checkpoint_seconds"}), flush=True)
