@@ -160,10 +160,15 @@ def read_ranges(fs: fsspec.AbstractFileSystem, ranged: list[tuple[Any, str]]) ->
     spans = _spans(ranged)
     for start in range(0, len(spans), RANGE_READ_BATCH):
         batch = spans[start : start + RANGE_READ_BATCH]
-        fetched = fs.cat_ranges(
-            [path for path, _, _, _ in batch], [b for _, b, _, _ in batch], [e for _, _, e, _ in batch]
+        wanted = [span for span in batch if span[2] > span[1]]  # an empty range needs no request
+        # on_error="raise": by default fsspec hands a failed read back as an exception object, not raised.
+        read = fs.cat_ranges(
+            [p for p, *_ in wanted], [b for _, b, *_ in wanted], [e for _, _, e, _ in wanted], on_error="raise"
         )
-        for (path, begin, _, entries), data in zip(batch, fetched, strict=True):
+        fetched = {id(span): data for span, data in zip(wanted, read, strict=True)}
+        for span in batch:
+            path, begin, _, entries = span
+            data = fetched.get(id(span), b"")
             for entry in entries:
                 piece = data[entry.offset - begin : entry.offset - begin + entry.size]
                 yield entry, _exactly(piece, entry, path)

@@ -19,6 +19,7 @@ from spark_checkpoint_runtime.layout import (
     CheckpointMetadata,
     DamagedCheckpoint,
     JobFolder,
+    UnsupportedFormatVersion,
     checkpoint_dir_name,
     entry_intact,
     missing_files,
@@ -50,6 +51,7 @@ def plan_retention(
     num_retained: int,
     *,
     older_than: int,
+    unknown_format: frozenset[int] = frozenset(),
 ) -> RetentionPlan:
     """Keep the ``num_retained`` newest *valid* checkpoints: ``_metadata`` parses and every file it lists is there.
 
@@ -58,7 +60,8 @@ def plan_retention(
     validity needs. Only folders with an id below ``older_than`` may be deleted: anything at or above it may
     be a checkpoint in progress. The newest valid checkpoint is never deleted; with none valid, nothing is.
     A damaged checkpoint newer than the newest valid one stays (a person may want to look) until a newer
-    valid one exists. No shared file that a remaining ``_metadata`` lists is deleted.
+    valid one exists. No shared file that a remaining ``_metadata`` lists is deleted. ``unknown_format``: ids
+    whose ``_metadata`` a newer runtime wrote; they stay, and while they do no shared file is deleted.
     """
     if num_retained < 1:
         raise ValueError("num_retained must be at least 1")
@@ -81,7 +84,7 @@ def plan_retention(
     newest_valid = keep[-1]
 
     def deletable(checkpoint_id: int) -> bool:
-        if checkpoint_id in keep or checkpoint_id >= older_than:
+        if checkpoint_id in keep or checkpoint_id >= older_than or checkpoint_id in unknown_format:
             return False
         return checkpoint_id < newest_valid or checkpoints[checkpoint_id] is None
 
@@ -90,7 +93,8 @@ def plan_retention(
     still_needed = referenced_files(m for i, m in checkpoints.items() if m is not None and i not in delete)
     unreadable_newer = [i for i, m in checkpoints.items() if m is None and i >= older_than]
     shared = (path for path in listing if path.startswith(f"{SHARED_DIR}/"))
-    delete_shared = [] if unreadable_newer else sorted(p for p in shared if p not in still_needed)
+    cannot_tell = unreadable_newer or unknown_format  # what those reference is unknown: it all stays
+    delete_shared = [] if cannot_tell else sorted(p for p in shared if p not in still_needed)
     return RetentionPlan(keep, delete, delete_shared, damaged, missing)
 
 
@@ -105,6 +109,7 @@ class MetadataCache:
 
     def __init__(self) -> None:
         self._known: dict[int, tuple[tuple[int, float | None], CheckpointMetadata | None]] = {}
+        self.unknown_format: set[int] = set()  # ids whose _metadata a newer runtime wrote
 
     def read(
         self, storage: JobFolder, checkpoint_id: int, listed: tuple[int, float | None], *, fresh: bool = False
@@ -117,8 +122,13 @@ class MetadataCache:
         known = self._known.get(checkpoint_id)
         if not fresh and listed[1] is not None and known is not None and known[0] == listed:
             return known[1]
+        self.unknown_format.discard(checkpoint_id)
         try:
             meta: CheckpointMetadata | None = storage.checkpoints.read(checkpoint_id)
+        except UnsupportedFormatVersion as exc:
+            log.warning("%s; retention deletes no shared file while it is there (upgrade this runtime)", exc)
+            self.unknown_format.add(checkpoint_id)
+            meta = None
         except DamagedCheckpoint:
             meta = None
         self._known[checkpoint_id] = (listed, meta)
@@ -128,6 +138,7 @@ class MetadataCache:
         """Drop what is no longer listed, so the cache holds at most the retained checkpoints."""
         for checkpoint_id in set(self._known) - present:
             del self._known[checkpoint_id]
+        self.unknown_format &= present
 
 
 def subsume(
@@ -150,8 +161,9 @@ def subsume(
         # written that id before this one did (it withdraws it), and the two files can list alike.
         fresh = checkpoint_id >= completed_id
         checkpoints[checkpoint_id] = None if listed is None else cache.read(storage, checkpoint_id, listed, fresh=fresh)
-    cache.forget_except({i for i, meta in checkpoints.items() if meta is not None})
-    plan = plan_retention(checkpoints, listing, num_retained, older_than=completed_id + 1)
+    unknown = frozenset(cache.unknown_format & set(checkpoints))
+    cache.forget_except({i for i, meta in checkpoints.items() if meta is not None} | unknown)
+    plan = plan_retention(checkpoints, listing, num_retained, older_than=completed_id + 1, unknown_format=unknown)
     for checkpoint_id, reason in sorted(plan.damaged.items()):
         log.warning("chk-%d is damaged (%s); retention does not count it", checkpoint_id, reason)
     if not plan.keep:
@@ -291,6 +303,7 @@ def plan_job_retention(
     everything = {path: size for files in by_folder.values() for path, (size, _) in files.items()}
     completed: dict[int, CheckpointMetadata] = {}
     staying_damaged: list[CheckpointMetadata] = []  # damaged, yet not deleted: what they list stays too
+    unknown_format: list[int] = []  # a newer runtime wrote these: they stay, and so does every shared file
     delete: list[int] = []
     for checkpoint_id in sorted(with_metadata, reverse=True):
         if len(completed) >= num_retained:
@@ -298,6 +311,10 @@ def plan_job_retention(
             continue
         try:
             meta: CheckpointMetadata | None = storage.checkpoints.read(checkpoint_id)
+        except UnsupportedFormatVersion as exc:
+            log.warning("%s; retention deletes no shared file while it is there (upgrade this runtime)", exc)
+            unknown_format.append(checkpoint_id)
+            continue
         except DamagedCheckpoint:
             meta = None
         if meta is not None and not missing_files(meta.files, everything):
@@ -340,7 +357,7 @@ def plan_job_retention(
     delete_shared = sorted(
         path
         for path, (_, modified) in shared.items()
-        if path not in referenced and modified is not None and now - modified > orphan_grace
+        if path not in referenced and modified is not None and now - modified > orphan_grace and not unknown_format
     )
     freed = sum(shared[p][0] for p in delete_shared) + sum(sizes[i] for i in delete + orphan_folders)
     freed += sum(savepoint_sizes[name] for name in drop_savepoints)
@@ -383,6 +400,8 @@ def apply_job_retention(storage: JobFolder, plan: JobRetentionPlan) -> None:
             continue
         try:
             newer.append(storage.checkpoints.read(checkpoint_id))
+        except UnsupportedFormatVersion:
+            return  # a newer runtime's checkpoint appeared: what it references is unknown, so nothing shared goes
         except DamagedCheckpoint:
             continue  # no _metadata yet: its shared files are new, so younger than the orphan grace
     still_listed = referenced_files(newer)

@@ -51,6 +51,7 @@ from spark_checkpoint_runtime.layout.errors import (
     CheckpointFormatError,
     DamagedCheckpoint,
     NoValidCheckpoint,
+    UnsupportedFormatVersion,
 )
 from spark_checkpoint_runtime.layout.id_record import KEEP_RECORDS, IdRecord
 from spark_checkpoint_runtime.layout.job_folder import (
@@ -129,6 +130,7 @@ __all__ = [
     "MAX_METADATA_BYTES",
     "METADATA_FILE",
     "NoValidCheckpoint",
+    "UnsupportedFormatVersion",
     "SAVEPOINTS_DIR",
     "SHARED_DIR",
     "SavepointFolder",

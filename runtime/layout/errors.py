@@ -19,5 +19,13 @@ class DamagedCheckpoint(CheckpointFormatError):
         return (type(self), (self.location, self.reason))
 
 
+class UnsupportedFormatVersion(DamagedCheckpoint):
+    """``_metadata`` of a format version this runtime does not read (a newer runtime wrote it).
+
+    Not restorable here, yet not garbage either: retention deletes no shared file while one is in the job
+    folder, since what it references cannot be known.
+    """
+
+
 class NoValidCheckpoint(CheckpointFormatError):
     """Checkpoints exist for a job but none of them is valid."""

@@ -11,7 +11,7 @@ from typing import Any
 
 import fsspec
 
-from spark_checkpoint_runtime.layout.errors import CheckpointFormatError, DamagedCheckpoint
+from spark_checkpoint_runtime.layout.errors import CheckpointFormatError, DamagedCheckpoint, UnsupportedFormatVersion
 from spark_checkpoint_runtime.layout.lineage import Lineage, StagedOutput
 from spark_checkpoint_runtime.layout.names import METADATA_FILE, safe_relative_path, validate_job_name
 from spark_checkpoint_runtime.layout.untrusted import UntrustedJson, int_field, parse_json_object, read_at_most
@@ -131,7 +131,7 @@ class CheckpointMetadata:
             raise DamagedCheckpoint(location, f"{exc} (truncated or not ours?)") from None
         version = data.get("format_version")
         if version not in READABLE_FORMAT_VERSIONS:
-            raise DamagedCheckpoint(
+            raise UnsupportedFormatVersion(
                 location,
                 f"_metadata has format version {version!r}; this runtime reads versions "
                 f"{', '.join(map(str, READABLE_FORMAT_VERSIONS))} (a newer runtime wrote it? restore with that one)",

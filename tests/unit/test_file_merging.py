@@ -217,3 +217,54 @@ def test_a_mostly_unused_segment_is_compacted_into_the_next_checkpoint_and_then_
     for p in (6, 7):
         assert Path(restored.file_path(f"state/0/{p}/1.delta")).read_bytes() == (f"1-{p}-" * (5 + p % 7)).encode()
     assert Path(restored.file_path("state/0/0/2.snapshot")).read_bytes() == b"snap-0"
+
+
+def test_ranged_reads_on_s3_raise_what_failed_and_empty_files_cost_no_request(counted):
+    from spark_checkpoint_runtime.layout import FileEntry
+
+    storage = JobFolder(f"s3://{counted.bucket}/ranges", "j", counted.options)
+    segment = storage.job_file("shared/r/_segments/chk-1-0.seg")
+    storage.fs.pipe_file(segment, b"abcdef")
+    empty = FileEntry("shared/r/_segments/chk-1-0.seg", "logs/1.log", 0, True, 6)  # at the very end
+    whole = FileEntry("shared/r/_segments/chk-1-0.seg", "state/0/0/1.delta", 6, True, 0)
+    counted.reset()
+    assert list(read_ranges(storage.fs, [(empty, segment)])) == [(empty, b"")]
+    assert counted.snapshot()["total"] == 0
+    assert [data for _, data in read_ranges(storage.fs, [(whole, segment), (empty, segment)])] == [b"abcdef", b""]
+    gone = storage.job_file("shared/r/_segments/chk-9-0.seg")
+    with pytest.raises(FileNotFoundError):
+        list(read_ranges(storage.fs, [(whole, gone)]))
+
+
+def test_a_checkpoint_a_newer_runtime_wrote_stops_retention_from_deleting_shared_files(tmp_path):
+    """A ``_metadata`` of a format version this runtime does not read may reference any shared file: while
+    one is in the job folder, retention keeps it and deletes nothing shared (an older worker's retention
+    operator next to a newer job must not take the newer job's segments)."""
+    working = WorkingCopy(str(tmp_path / "work"), "j", "run-1")
+    working.create()
+    storage = JobFolder(str(tmp_path / "root"), "j")
+    target = CheckpointTarget(storage, "run-1", StoredFiles(), FileMerging(enabled=True))
+    stored = StoredFiles()
+    spark_files(working, 1, partitions=4)
+    checkpoint(target, working, 1, stored)
+    newer = json.loads(storage.checkpoints.read(1).to_json())
+    newer.update(id=2, format_version=99)
+    (tmp_path / "root" / "j" / "chk-2").mkdir()
+    (tmp_path / "root" / "j" / "chk-2" / "_metadata").write_text(json.dumps(newer))
+    orphan = tmp_path / "root" / "j" / "shared" / "run-0" / "old.delta"
+    orphan.parent.mkdir(parents=True)
+    orphan.write_bytes(b"old")
+    plan = plan_job_retention(storage, num_retained=1, orphan_grace=0, now=time.time() + 3600)
+    assert plan.delete_shared == [] and 2 not in plan.delete_checkpoints
+    apply_job_retention(storage, plan)
+    assert orphan.exists() and (tmp_path / "root" / "j" / "chk-2" / "_metadata").exists()
+
+    from spark_checkpoint_runtime.retention import subsume
+
+    spark_files(working, 3, partitions=4, kind="snapshot")
+    for path in Path(working.file_path("state")).rglob("1.delta"):
+        path.unlink()
+    checkpoint(target, working, 3, stored)
+    kept = subsume(storage, 1, 3)
+    assert kept.delete_shared == [] and 2 not in kept.delete_checkpoints
+    assert orphan.exists()
