@@ -179,6 +179,8 @@ def spark_on_path(tmp_path: Path, monkeypatch):
     """Make ``spark-submit`` on the worker's PATH the given Spark's (what a connection's spark-binary finds)."""
 
     def use(install: SparkInstall) -> None:
+        if install.main:
+            return  # the suite's own spark-submit is first on PATH already (pip's script finds its home by its path)
         folder = tmp_path / "spark-bin"
         folder.mkdir(exist_ok=True)
         (folder / "spark-submit").symlink_to(install.spark_submit)
