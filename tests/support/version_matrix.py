@@ -64,6 +64,7 @@ class Recorder:
             command = command[4:]  # what scripts/test.sh adds itself
         run = {
             "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "commit": _commit(),
             "command": "scripts/test.sh " + shlex.join(command),
             "results": sorted(self.results, key=lambda r: (r["spark"], r["check"], r["test"])),
         }
