@@ -166,7 +166,11 @@ def test_output_stays_exact_when_an_executor_dies_mid_batch_and_then_a_worker(
                 landing.add_files(2)
                 time.sleep(0.3)
                 executors[0].send_signal(signal.SIGKILL)
-                wait_for(lambda: lost_executors() > lost, 60, "the lost executor", job)  # noqa: B023
+                # Under load the driver may hear of the loss late (or, for an executor that was already being
+                # replaced, not at all): then try again rather than fail; the assertion below is the check.
+                deadline = time.monotonic() + 90
+                while lost_executors() <= lost and time.monotonic() < deadline and job.poll() is None:
+                    time.sleep(0.5)
                 time.sleep(3)
                 if lost_tasks() > tasks:
                     break
