@@ -103,8 +103,12 @@ def test_fifty_runs_leave_a_job_folder_that_does_not_grow(spark, tmp_path: Path,
     assert final_counts(out) == landing.counts_by_key()
     half, end = measured["half"], measured["end"]
     assert end["leftover_files"] <= 2 and half["leftover_files"] <= 2, measured
-    # What the retained checkpoints need follows the state and Spark's own retention, not the number of runs.
-    assert end["job_files"] <= half["job_files"] + 10, measured
+    # Besides what the retained checkpoints need, nothing in the job folder grows with the number of runs.
+    assert end["job_files"] - end["checkpoint_files"] <= half["job_files"] - half["checkpoint_files"] + 5, measured
+    # What they need follows the state and Spark's own retention, not the number of runs: it varies by up to 10
+    # files between two moments (47 and 57 in one CI run, as Spark's chains and logs stood), where one file
+    # more per run would be 25 more.
+    assert end["checkpoint_files"] <= half["checkpoint_files"] + 15, measured
     # The id record: the newest 10 at a run's start, plus up to 10 of the run's own, plus completed.json.
     assert end["id_records"] <= 21 and end["shared_run_folders"] <= 4, measured
     assert end["control_files"] <= half["control_files"] + 2, measured
