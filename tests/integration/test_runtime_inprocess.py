@@ -291,7 +291,7 @@ def test_a_shared_file_deleted_behind_a_running_jobs_back_never_costs_the_last_v
                 ]
                 if new:
                     os.remove(storage.job_file(new[0].path))
-                    deleted["path"] = new[0].path
+                    deleted["path"], deleted["target"] = new[0].path, new[0].target
             time.sleep(0.05)
 
     thread = threading.Thread(target=saboteur, daemon=True)
@@ -316,7 +316,10 @@ def test_a_shared_file_deleted_behind_a_running_jobs_back_never_costs_the_last_v
     assert "lists shared files that are gone" in caplog_info.text
     latest = storage.checkpoints.latest_valid()
     assert latest is not None and latest.metadata.id == result["checkpoint_id"]
-    assert any(f.path == deleted["path"] for f in latest.metadata.files), "stored again under its own name"
+    # Stored again under its own name, unless Spark no longer needs it by the end (a snapshot file replaced
+    # its delta chain: on a loaded machine the run's batches fall differently).
+    needed = [f for f in latest.metadata.files if f.target == deleted["target"]]
+    assert not needed or any(f.path == deleted["path"] for f in needed), "stored again under its own name"
     landing.add_files(1)
     run(spark, "vanishing", tmp_path, landing, pipeline="examples.pipelines:running_counts", output_mode="update")
     assert final_counts(tmp_path / "out") == landing.counts_by_key()
