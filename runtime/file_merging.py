@@ -141,37 +141,35 @@ class Compaction:
 def read_ranges(fs: fsspec.AbstractFileSystem, ranged: list[tuple[Any, str]]) -> Iterator[tuple[Any, bytes]]:
     """``(key, bytes)`` for each ``(entry, segment path)`` of ``ranged``: the entry's range of its segment.
 
-    A local segment is opened once and read in offset order. On an object store, neighbouring ranges of a
-    segment are joined into one read (``_spans``) and the reads go ``RANGE_READ_BATCH`` at a time through
-    ``cat_ranges`` (concurrent requests on s3fs, gcsfs, adlfs).
+    Neighbouring ranges of a segment are joined into one read (``_spans``); on an object store the reads go
+    ``RANGE_READ_BATCH`` at a time through ``cat_ranges`` (concurrent requests on s3fs, gcsfs, adlfs).
     """
-    if not ranged:
-        return
-    if isinstance(fs, LocalFileSystem):
-        by_path: dict[str, list[Any]] = {}
-        for entry, path in ranged:
-            by_path.setdefault(path, []).append(entry)
-        for path, entries in by_path.items():
-            with fs.open(path, "rb") as handle:
-                for entry in sorted(entries, key=lambda e: e.offset):
-                    handle.seek(entry.offset)
-                    yield entry, _exactly(handle.read(entry.size), entry, path)
-        return
     spans = _spans(ranged)
     for start in range(0, len(spans), RANGE_READ_BATCH):
         batch = spans[start : start + RANGE_READ_BATCH]
         wanted = [span for span in batch if span[2] > span[1]]  # an empty range needs no request
-        # on_error="raise": by default fsspec hands a failed read back as an exception object, not raised.
-        read = fs.cat_ranges(
-            [p for p, *_ in wanted], [b for _, b, *_ in wanted], [e for _, _, e, _ in wanted], on_error="raise"
-        )
-        fetched = {id(span): data for span, data in zip(wanted, read, strict=True)}
+        fetched = {id(span): data for span, data in zip(wanted, _read_spans(fs, wanted), strict=True)}
         for span in batch:
             path, begin, _, entries = span
             data = fetched.get(id(span), b"")
             for entry in entries:
                 piece = data[entry.offset - begin : entry.offset - begin + entry.size]
                 yield entry, _exactly(piece, entry, path)
+
+
+def _read_spans(fs: fsspec.AbstractFileSystem, spans: list[tuple[str, int, int, list[Any]]]) -> list[bytes]:
+    """The bytes of each ``(path, start, end, _)`` span: seek and read on a local disk, ``cat_ranges`` elsewhere."""
+    if isinstance(fs, LocalFileSystem):
+        found = []
+        for path, begin, end, _ in spans:
+            with fs.open(path, "rb") as handle:
+                handle.seek(begin)
+                found.append(handle.read(end - begin))
+        return found
+    # on_error="raise": by default fsspec hands a failed read back as an exception object, not raised.
+    return fs.cat_ranges(
+        [p for p, *_ in spans], [b for _, b, *_ in spans], [e for _, _, e, _ in spans], on_error="raise"
+    )
 
 
 def _spans(ranged: list[tuple[Any, str]]) -> list[tuple[str, int, int, list[Any]]]:
