@@ -47,6 +47,8 @@ class CountingS3Server:
         self.counts: Counter[str] = Counter()
         # Every request's wall-clock time and kind since the last reset: splits a run into its phases.
         self.timeline: list[tuple[float, str]] = []
+        self.in_flight = 0
+        self.max_in_flight = 0  # the most counted requests answered at once since the last reset
         self._lock = threading.Lock()
         self._server: Any = None
         self._thread: threading.Thread | None = None
@@ -72,9 +74,15 @@ class CountingS3Server:
             with self._lock:
                 self.counts[kind] += 1
                 self.timeline.append((time.time(), kind))
-            if self.latency:
-                time.sleep(self.latency)
-            return app(environ, start_response)
+                self.in_flight += 1
+                self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            try:
+                if self.latency:
+                    time.sleep(self.latency)
+                return app(environ, start_response)
+            finally:
+                with self._lock:
+                    self.in_flight -= 1
 
         return middleware
 
@@ -107,6 +115,7 @@ class CountingS3Server:
         with self._lock:
             self.counts.clear()
             self.timeline.clear()
+            self.max_in_flight = self.in_flight
 
     def snapshot(self) -> dict[str, int]:
         """Requests by kind since the last ``reset``, with ``total``."""

@@ -23,6 +23,7 @@ from fsspec.implementations.local import LocalFileSystem
 from spark_checkpoint_runtime import faults
 from spark_checkpoint_runtime.file_merging import Compaction, FileMerging, SegmentWriter, read_ranges
 from spark_checkpoint_runtime.layout import FileEntry, JobFolder, SavepointFolder, ValidCheckpoint
+from spark_checkpoint_runtime.layout.store import is_object_store
 from spark_checkpoint_runtime.state_files import CaptureRaced, SelectedFile, read_batch_offsets, select_files
 from spark_checkpoint_runtime.state_files.operators import OPERATOR_METADATA_V2, relocate_schema_paths
 from spark_checkpoint_runtime.state_files.rocksdb import SST_FOLDER, read_zip_contents
@@ -78,6 +79,7 @@ class Capture:
 
 
 CAPTURE_ATTEMPTS = 3
+PARALLEL_PUTS = 16  # files PUT at once to an object store: enough to hide the round trip, few enough for its rate
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"  # pinned in the offset log: the query's state partitions
 
 
@@ -182,6 +184,10 @@ def upload(
         faults.reach("upload")
 
     segments = SegmentWriter(storage, run_id, snap.checkpoint_id, merging, before_segment, after_segment)
+    # From a local working folder to an object store, the files stored as objects of their own go up together
+    # (one round trip's wait for many); to a local disk each is a hard link, one at a time.
+    together = working.is_local and is_object_store(storage.fs)
+    separate: list[tuple[str, FileEntry]] = []
     rewritten = _compacted(snap, storage, compaction) if merging.enabled and compaction is not None else {}
     try:
         for target, data in rewritten.items():
@@ -212,15 +218,20 @@ def upload(
                 new_shared.append(relative)
             else:
                 relative = storage.checkpoints.relative_file(snap.checkpoint_id, selected.target)
-            try:
-                copy_into_storage(working, snap.sources[selected.target], storage, relative)
-            except FileNotFoundError as exc:
-                if working.fs.exists(snap.sources[selected.target]):
-                    raise
-                raise CaptureRaced(f"{selected.target} vanished before it was uploaded") from exc
-            faults.reach("upload")
+            entry = FileEntry(relative, selected.target, selected.size, selected.shared)
+            if together:
+                separate.append((snap.sources[selected.target], entry))
+                continue
+            _store_one(working, snap.sources[selected.target], storage, entry)
             written += selected.size
-            entries.append(FileEntry(relative, selected.target, selected.size, selected.shared))
+            entries.append(entry)
+        if separate:
+            if aborted.is_set():
+                raise CheckpointAborted(f"checkpoint {snap.checkpoint_id} was aborted during upload")
+            fence(f"uploading checkpoint {snap.checkpoint_id}")
+            _store_together(working, storage, separate)
+            written += sum(entry.size for _, entry in separate)
+            entries += [entry for _, entry in separate]
         segments.close()
         entries += segments.entries
         written += segments.bytes_written
@@ -230,6 +241,38 @@ def upload(
     if uploaded is not None:
         uploaded.update(new_shared)
     return Upload(entries, written, new_shared)
+
+
+def _store_one(working: WorkingCopy, source: str, storage: JobFolder, entry: FileEntry) -> None:
+    try:
+        copy_into_storage(working, source, storage, entry.path)
+    except FileNotFoundError as exc:
+        if working.fs.exists(source):
+            raise
+        raise CaptureRaced(f"{entry.target} vanished before it was uploaded") from exc
+    faults.reach("upload")
+
+
+def _store_together(working: WorkingCopy, storage: JobFolder, separate: list[tuple[str, FileEntry]]) -> None:
+    destinations = [storage.job_file(entry.path) for _, entry in separate]
+    put_together(working, storage.fs, [(source, entry.target) for source, entry in separate], destinations, "upload")
+
+
+def put_together(
+    working: WorkingCopy, fs: Any, sources: list[tuple[str, str]], destinations: list[str], fault_point: str
+) -> None:
+    """PUT local files (``(source, target)`` pairs) to an object store in one batched call: async stores (s3fs,
+    gcsfs, adlfs) run up to ``PARALLEL_PUTS`` at once, so 200 files wait about 200 / ``PARALLEL_PUTS`` round
+    trips, not 200. ``CaptureRaced`` names the files that vanished from the working folder meanwhile."""
+    try:
+        fs.put([source for source, _ in sources], destinations, batch_size=PARALLEL_PUTS)
+    except FileNotFoundError as exc:
+        gone = [target for source, target in sources if not working.fs.exists(source)]
+        if not gone:
+            raise
+        raise CaptureRaced(f"{', '.join(gone)} vanished before it was uploaded") from exc
+    for _ in sources:
+        faults.reach(fault_point)
 
 
 def _compacted(snap: Capture, storage: JobFolder, compaction: Compaction) -> dict[str, bytes]:
@@ -336,16 +379,21 @@ def upload_savepoint(
     fence: Callable[[str], None] = lambda action: None,
 ) -> Upload:
     """Copy every file of ``snap`` into a self-contained savepoint folder (nothing shared, nothing reused)."""
-    entries: list[FileEntry] = []
-    written = 0
-    for selected in snap.files:
+    entries = [FileEntry(selected.target, selected.target, selected.size, shared=False) for selected in snap.files]
+    if working.is_local and is_object_store(folder.fs):
+        # Objects need no folders; the files go up together, as a checkpoint's separate objects do.
         if aborted.is_set():
             raise CheckpointAborted(f"savepoint {snap.checkpoint_id} was aborted during upload")
         fence(f"uploading savepoint {snap.checkpoint_id}")
-        destination = folder.file_path(selected.target)
+        pairs = [(snap.sources[entry.target], entry.target) for entry in entries]
+        put_together(working, folder.fs, pairs, [folder.file_path(entry.target) for entry in entries], "savepoint")
+        return Upload(entries, sum(entry.size for entry in entries), [])
+    for entry in entries:
+        if aborted.is_set():
+            raise CheckpointAborted(f"savepoint {snap.checkpoint_id} was aborted during upload")
+        fence(f"uploading savepoint {snap.checkpoint_id}")
+        destination = folder.file_path(entry.target)
         folder.fs.makedirs(posixpath.dirname(destination), exist_ok=True)
-        _copy(working.fs, snap.sources[selected.target], folder.fs, destination)
+        _copy(working.fs, snap.sources[entry.target], folder.fs, destination)
         faults.reach("savepoint")
-        written += selected.size
-        entries.append(FileEntry(selected.target, selected.target, selected.size, shared=False))
-    return Upload(entries, written, [])
+    return Upload(entries, sum(entry.size for entry in entries), [])

@@ -127,10 +127,11 @@ def test_request_goals_retention_after_a_checkpoint_reads_only_the_new_metadata(
 
 def test_request_goals_a_new_state_file_costs_one_put(counted, tmp_path):
     """A checkpoint's new state files go up with a PUT each: nothing asks first whether they are stored (a
-    HEAD, then a LIST for a missing key, was 3 requests per file: 200 partitions made 600)."""
+    HEAD, then a LIST for a missing key, was 3 requests per file: 200 partitions made 600). The PUTs go
+    several at a time, up to the runtime's bound, not one after another."""
     import threading
 
-    from spark_checkpoint_runtime.snapshot import StoredFiles, capture
+    from spark_checkpoint_runtime.snapshot import PARALLEL_PUTS, StoredFiles, capture
     from spark_checkpoint_runtime.snapshot_targets import CheckpointTarget
     from spark_checkpoint_runtime.working_copy import WorkingCopy
 
@@ -145,9 +146,14 @@ def test_request_goals_a_new_state_file_costs_one_put(counted, tmp_path):
     storage = JobFolder(f"s3://{counted.bucket}/uploads", "j", counted.options)
     target = CheckpointTarget(storage, "run-1", StoredFiles())
     counted.reset()
-    first = target.upload(capture(working, 1, 0, StoredFiles()), working, threading.Event(), lambda action: None)
+    counted.latency = 0.01  # a request still in flight when the next one arrives shows the PUTs overlap
+    try:
+        first = target.upload(capture(working, 1, 0, StoredFiles()), working, threading.Event(), lambda action: None)
+    finally:
+        counted.latency = 0.0
     spent = counted.snapshot()
     assert spent["PUT"] == 203 and spent["HEAD"] == spent["LIST"] == 0, spent
+    assert 1 < counted.max_in_flight <= PARALLEL_PUTS, counted.max_in_flight
     # A file this run uploaded before (a chain switched back to it) is asked for, and stored again when it
     # is gone meanwhile (retention took it): never referenced without being there.
     gone = next(e for e in first.entries if e.target == "state/0/7/1.delta")
@@ -155,3 +161,31 @@ def test_request_goals_a_new_state_file_costs_one_put(counted, tmp_path):
     again = target.upload(capture(working, 2, 0, StoredFiles()), working, threading.Event(), lambda action: None)
     assert storage.file_size(gone.path) == 50
     assert {e.path for e in again.entries if e.shared} == {e.path for e in first.entries if e.shared}
+
+
+def test_a_file_gone_before_a_batched_put_fails_the_checkpoint_and_leaves_nothing(counted, tmp_path):
+    """Files PUT together: one that vanished from the working folder fails the checkpoint with its name
+    (CaptureRaced: the next checkpoint captures again), and none of the checkpoint's new files stay stored."""
+    import os
+    import threading
+
+    from spark_checkpoint_runtime.snapshot import StoredFiles, capture
+    from spark_checkpoint_runtime.snapshot_targets import CheckpointTarget
+    from spark_checkpoint_runtime.state_files import CaptureRaced
+    from spark_checkpoint_runtime.working_copy import WorkingCopy
+
+    working = WorkingCopy(str(tmp_path / "work"), "j", "run-1")
+    working.create()
+    pinned = '{"batchWatermarkMs":0,"conf":{"spark.sql.shuffle.partitions":"20"}}'
+    files = {"metadata": b"{}", "offsets/0": f"v1\n{pinned}\n{{}}".encode(), "commits/0": b"v1\n{}"}
+    files.update({f"state/0/{p}/1.delta": b"d" * 50 for p in range(20)})
+    for target, data in files.items():
+        Path(working.file_path(target)).parent.mkdir(parents=True, exist_ok=True)
+        Path(working.file_path(target)).write_bytes(data)
+    storage = JobFolder(f"s3://{counted.bucket}/raced", "j", counted.options)
+    snap = capture(working, 1, 0, StoredFiles())
+    os.remove(snap.sources["state/0/11/1.delta"])
+    target = CheckpointTarget(storage, "run-1", StoredFiles())
+    with pytest.raises(CaptureRaced, match=r"state/0/11/1\.delta vanished before it was uploaded"):
+        target.upload(snap, working, threading.Event(), lambda action: None)
+    assert not storage.checkpoints.shared_files(), "a failed checkpoint's new files must not stay"
