@@ -14,6 +14,7 @@ import math
 from typing import Any
 
 import fsspec
+from fsspec.implementations.local import LocalFileSystem
 
 from spark_checkpoint_runtime.layout.errors import CheckpointFormatError
 
@@ -99,11 +100,22 @@ def _bracket_depth(text: str) -> int:
     return deepest
 
 
+READ_CHUNK = 1024 * 1024
+
+
 def read_at_most(fs: fsspec.AbstractFileSystem, path: str, max_bytes: int) -> bytes:
     """The first ``max_bytes + 1`` bytes of ``path`` in one read (one ranged GET on object storage, where a
     size check first would cost a HEAD more): more than ``max_bytes`` back means the file is too large.
     ``FileNotFoundError`` passes through.
     """
+    if isinstance(fs, LocalFileSystem):
+        # A local read of n bytes allocates n first: a 64 MiB cap would allocate 64 MiB for every small file.
+        with fs.open(path, "rb") as handle:
+            chunks, left = [], max_bytes + 1
+            while left > 0 and (chunk := handle.read(min(READ_CHUNK, left))):
+                chunks.append(chunk)
+                left -= len(chunk)
+            return b"".join(chunks)
     try:
         return fs.cat_file(path, start=0, end=max_bytes + 1)
     except FileNotFoundError:
