@@ -3,17 +3,32 @@
 Runs, with the options the README's tables were measured with, ``benchmarks.run`` (overhead against plain
 Spark), ``benchmarks.state_size`` (checkpoint cost and restore time at 10 MB, 100 MB and 1 GB of state; on
 RocksDB; with the checkpoint root on S3), ``benchmarks.request_cost`` (requests on S3),
-``benchmarks.retention_scale`` (10,000 checkpoints), ``benchmarks.sensor_latency`` (real Airflow) and
-``benchmarks.page_latency`` (the checkpoint pages' cost to the API server's other pages). Each prints its
-table and writes its JSON under ``benchmarks/``; then ``benchmarks.report`` rewrites the README's tables from
-those files. Run one alone for its options.
+``benchmarks.retention_scale`` (10,000 checkpoints), ``benchmarks.sensor_latency`` (real Airflow),
+``benchmarks.page_latency`` (the checkpoint pages' cost to the API server's other pages), and at the scale
+users run: ``benchmarks.run`` again at 200 partitions with ours checkpointing to local disk and to S3,
+``benchmarks.scale`` (4 to 1,000 partitions on S3, file merging off and on) and ``benchmarks.metadata_size``
+(2,000 partitions, 1,000 checkpoints). Each prints its table and writes its JSON under ``benchmarks/``; then
+``benchmarks.report`` rewrites the tables in README.md and docs/ from those files. Run one alone for its
+options.
 """
 
 from __future__ import annotations
 
 import sys
 
-from benchmarks import page_latency, report, request_cost, retention_scale, run, sensor_latency, state_size
+from benchmarks import (
+    metadata_size,
+    page_latency,
+    report,
+    request_cost,
+    retention_scale,
+    run,
+    scale,
+    sensor_latency,
+    state_size,
+)
+
+AT_SCALE = ["--partitions", "200", "--cases", "stateful@10s", "--rounds", "5", "--continuous-seconds", "120"]
 
 RUNS = (
     (run.main, ["--rounds", "9", "--continuous-seconds", "20"]),
@@ -24,6 +39,25 @@ RUNS = (
     (retention_scale.main, []),
     (sensor_latency.main, ["--samples", "3"]),
     (page_latency.main, []),
+    (run.main, [*AT_SCALE, "--root", "local", "--out", "benchmarks/throughput_200_local.json"]),
+    (run.main, [*AT_SCALE, "--root", "s3", "--out", "benchmarks/throughput_200_s3.json"]),
+    (scale.main, []),
+    (
+        scale.main,
+        [
+            "--partitions",
+            "200",
+            "--queries",
+            "count,dedup,join",
+            "--stores",
+            "hdfs,rocksdb",
+            "--merging",
+            "auto",
+            "--out",
+            "benchmarks/scale_queries.json",
+        ],
+    ),  # fmt: skip
+    (metadata_size.main, []),
     (report.main, []),
 )
 

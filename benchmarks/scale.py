@@ -1,9 +1,13 @@
 """Checkpoints at the scale users run: 4 to 200+ shuffle partitions with the checkpoint root on S3.
 
     .venv/bin/python -m benchmarks.scale [--partitions 4,50,200,1000] [--latency-ms 15] [--files 10] [--every 3]
+    .venv/bin/python -m benchmarks.scale --partitions 200 --queries count,dedup,join --stores hdfs,rocksdb \
+        --merging auto --out benchmarks/scale_queries.json
 
-A real continuous job (``python -m spark_checkpoint_runtime``, a stateful running count on the HDFS-backed
-store, a 10 s checkpoint interval) checkpoints to a loopback S3 server (moto) that counts requests by kind
+A real continuous job (``python -m spark_checkpoint_runtime``, by default a stateful running count on the
+HDFS-backed store; ``--queries`` adds dropDuplicates and a stream-stream join, whose four state stores per
+partition write four times the files, and ``--stores`` RocksDB; a 10 s checkpoint interval) checkpoints to a
+loopback S3 server (moto) that counts requests by kind
 and makes each one wait ``--latency-ms`` first, as a real region does. For each partition count the job
 runs twice, with file merging off and on (``--file-merging off|auto``), one after the other in this
 process (from ``--merging-only-from`` partitions on only with merging: without it such a job falls
@@ -56,12 +60,34 @@ def new_files(storage, checkpoint_id: int, previous) -> tuple[int, int]:
     return len({f.path for f in fresh}), len(fresh)
 
 
-def one_run(server: CountingS3Server, folder: Path, partitions: int, merging: str, files: int, every: float) -> dict:
-    name = f"p{partitions}-{merging}"
+# Query name -> (pipeline, output mode): the stateful operators users run most.
+QUERIES = {
+    "count": ("examples.pipelines:running_counts", "update"),
+    "dedup": ("examples.pipelines:distinct_pairs", "append"),
+    "join": ("examples.pipelines:joined_events", "append"),
+}
+PROVIDERS = {"rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"}
+
+
+def one_run(
+    server: CountingS3Server,
+    folder: Path,
+    partitions: int,
+    merging: str,
+    files: int,
+    every: float,
+    query: str = "count",
+    store: str = "hdfs",
+) -> dict:
+    name = f"p{partitions}-{merging}-{query}-{store}"
+    pipeline, mode = QUERIES[query]
+    provider = (
+        ("--conf", f"spark.sql.streaming.stateStore.providerClass={PROVIDERS[store]}") if store in PROVIDERS else ()
+    )
     job = RunningJob(
         server, folder / name, name,
         "--conf", f"spark.sql.shuffle.partitions={partitions}", "--file-merging", merging,
-        "--checkpoint-interval", "10s",
+        "--checkpoint-interval", "10s", "--pipeline", pipeline, "--output-mode", mode, *provider,
     )  # fmt: skip
     try:
         job.started()
@@ -78,6 +104,8 @@ def one_run(server: CountingS3Server, folder: Path, partitions: int, merging: st
         written.append(new_files(job.storage, i, previous))
     return {
         "partitions": partitions,
+        "query": query,
+        "store": store,
         "file_merging": merging,
         "checkpoints": busy["checkpoints"],
         "requests_per_checkpoint": busy["per_checkpoint"],
@@ -110,6 +138,9 @@ def main(argv: list[str] | None = None) -> int:
         default=1000,
         help="from this partition count on, run with file merging only (unmerged, such a job falls behind)",
     )
+    parser.add_argument("--queries", default="count", help=f"comma-separated, of {', '.join(QUERIES)}")
+    parser.add_argument("--stores", default="hdfs", help="comma-separated state stores: hdfs, rocksdb")
+    parser.add_argument("--merging", help="only this file merging mode (default: off, then auto)")
     parser.add_argument("--latency-ms", type=float, default=15.0, help="wait before each S3 request (default 15)")
     parser.add_argument("--files", type=int, default=10, help="files landed while measuring (default 10)")
     parser.add_argument("--every", type=float, default=3.0, help="seconds between landed files (default 3)")
@@ -120,10 +151,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="bench-scale-") as folder:
             for partitions in [int(p) for p in args.partitions.split(",")]:
-                for merging in ("auto",) if partitions >= args.merging_only_from else ("off", "auto"):
-                    run = one_run(server, Path(folder), partitions, merging, args.files, args.every)
-                    runs.append(run)
-                    print(json.dumps({k: v for k, v in run.items() if k != "checkpoint_seconds"}), flush=True)
+                modes = ("auto",) if partitions >= args.merging_only_from else ("off", "auto")
+                for query in args.queries.split(","):
+                    for store in args.stores.split(","):
+                        for merging in (args.merging,) if args.merging else modes:
+                            run = one_run(
+                                server, Path(folder), partitions, merging, args.files, args.every, query, store
+                            )
+                            runs.append(run)
+                            print(json.dumps({k: v for k, v in run.items() if k != "checkpoint_seconds"}), flush=True)
     finally:
         server.stop()
     print("\n| partitions | file merging | requests/checkpoint | objects written | checkpoint p50 / p95 / max s "
@@ -135,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
             f"| {run['objects_written_per_checkpoint']} | {seconds['p50']} / {seconds['p95']} / {seconds['max']} "
             f"| {run['monthly_request_cost_usd']} |"
         )
-    write_result(args.out, {"latency_ms": args.latency_ms, "runs": runs})
+    write_result(args.out, {"latency_ms": args.latency_ms, "runs": runs, "argv": argv or sys.argv[1:]})
     return 0
 
 

@@ -291,6 +291,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store", choices=("hdfs", "rocksdb"), default="hdfs", help="the state store both sides use")
     parser.add_argument("--root", choices=("local", "s3"), default="local", help="where ours keeps its checkpoints")
     parser.add_argument(
+        "--partitions", type=int, default=4, help="spark.sql.shuffle.partitions on both sides (default 4)"
+    )
+    parser.add_argument(
+        "--latency-ms", type=float, default=0.0, help="with --root s3: wait before each request (a region: 15)"
+    )
+    parser.add_argument(
         "--maintenance-interval",
         default="2s",
         help="spark.sql.streaming.stateStore.maintenanceInterval on both sides (shared JVM: see above)",
@@ -298,14 +304,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", help="JSON results (default benchmarks/state_size[_rocksdb][_s3].json)")
     args = parser.parse_args(argv)
     suffix = ("" if args.store == "hdfs" else f"_{args.store}") + ("" if args.root == "local" else f"_{args.root}")
+    suffix = (f"_p{args.partitions}" if args.partitions != 4 else "") + suffix
     args.out = args.out or str(REPO / "benchmarks" / f"state_size{suffix}.json")
     sizes = [float(s) for s in args.sizes_mb.split(",") if s.strip()]
     # The state store keeps every key in the driver's heap (local mode), a few versions at a time.
-    spark = make_session(driver_memory=f"{min(16, max(2, math.ceil(max(sizes) * 12 / 1000)))}g")
+    spark = make_session(
+        driver_memory=f"{min(16, max(2, math.ceil(max(sizes) * 12 / 1000)))}g", partitions=args.partitions
+    )
     if args.store == "rocksdb":
         spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
     spark.conf.set("spark.sql.streaming.stateStore.maintenanceInterval", args.maintenance_interval)
-    s3 = CountingS3Server().start() if args.root == "s3" else None
+    s3 = CountingS3Server(latency=args.latency_ms / 1000).start() if args.root == "s3" else None
     if s3 is not None:
         import logging
 
@@ -330,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
             "rounds": args.rounds,
             "store": args.store,
             "root": args.root,
+            "partitions": args.partitions,
+            "latency_ms": args.latency_ms,
             "maintenance_interval": args.maintenance_interval,
             "sizes": results,
         },
