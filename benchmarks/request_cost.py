@@ -116,7 +116,9 @@ class RunningJob:
             "--spec", str(spec), "--conf", f"spark.example.landing={self.landing.path}",
             "--conf", "spark.sql.shuffle.partitions=2", "--conf", "spark.ui.enabled=false", *options,
         ]  # fmt: skip
-        env = {**os.environ, "PYTHONPATH": str(REPO), "PYSPARK_PYTHON": sys.executable}
+        # The caller's PYTHONPATH stays behind the repository: a benchmark of a work tree runs its runtime.
+        path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+        env = {**os.environ, "PYTHONPATH": path, "PYSPARK_PYTHON": sys.executable}
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(command, cwd=REPO, env=env, stdout=self._log, stderr=subprocess.STDOUT)
 
