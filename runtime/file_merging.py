@@ -35,6 +35,10 @@ PACK_LIMIT = 4 * MIB  # a file larger than this is an object of its own: its req
 # A segment whose size is more than this many times the bytes the new checkpoint still references in it is
 # compacted (Flink's file merging bounds space amplification the same way).
 MAX_SPACE_AMPLIFICATION = 2.0
+# ... and only once its dead bytes reach this: small segments (a job of few partitions writes kilobytes per
+# checkpoint) would otherwise be rewritten, a GET and a larger PUT, at almost every checkpoint, to save
+# kilobytes. A chain references a bounded number of segments, so the waste this allows stays bounded too.
+MIN_COMPACTED_DEAD_BYTES = 1 * MIB
 # Spans (up to a segment each) fetched at once on restore: concurrent on async filesystems, bounded memory.
 RANGE_READ_BATCH = 4
 SPAN_GAP = 1 * MIB  # unused bytes between two needed ranges of a segment that one read may span
@@ -115,15 +119,17 @@ class Compaction:
     Segment sizes are known for the segments this run wrote and asked once (a HEAD) for older ones.
     """
 
-    def __init__(self, storage: JobFolder):
+    def __init__(self, storage: JobFolder, min_dead_bytes: int = MIN_COMPACTED_DEAD_BYTES):
         self.storage = storage
+        self.min_dead_bytes = min_dead_bytes
         self.sizes: dict[str, int | None] = {}
 
     def wrote(self, relative: str, size: int) -> None:
         self.sizes[relative] = size
 
     def mostly_dead(self, reused: list[FileEntry]) -> set[str]:
-        """Segments (job-relative) whose live ranges among ``reused`` are too small a share of them."""
+        """Segments (job-relative) whose live ranges among ``reused`` are too small a share of them, and whose
+        dead bytes are worth a rewrite (at least ``min_dead_bytes``)."""
         live: dict[str, int] = {}
         for entry in reused:
             if entry.offset is not None:
@@ -133,7 +139,7 @@ class Compaction:
             if path not in self.sizes:
                 self.sizes[path] = self.storage.file_size(path)
             size = self.sizes[path]
-            if size is not None and size > MAX_SPACE_AMPLIFICATION * used:
+            if size is not None and size > MAX_SPACE_AMPLIFICATION * used and size - used >= self.min_dead_bytes:
                 dead.add(path)
         return dead
 

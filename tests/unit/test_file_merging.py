@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_checkpoint_runtime.file_merging import MIB, FileMerging, read_ranges
+from spark_checkpoint_runtime.file_merging import MIB, Compaction, FileMerging, read_ranges
 from spark_checkpoint_runtime.layout import CheckpointMetadata, JobFolder, missing_files
 from spark_checkpoint_runtime.retention import apply_job_retention, plan_job_retention
 from spark_checkpoint_runtime.snapshot import StoredFiles, capture, materialize
@@ -186,6 +186,17 @@ def test_merging_is_on_for_object_stores_by_default_and_never_for_savepoints():
     assert not FileMerging.for_storage("off", 64, fsspec.filesystem("s3", anon=True)).enabled
 
 
+def _second_version_mostly_snapshots(working: WorkingCopy) -> None:
+    """Batch 1 of 8 partitions: 0-5 write a snapshot (their version 1 deltas are dead), 6-7 a delta."""
+    for p in range(6):
+        Path(working.file_path(f"state/0/{p}/1.delta")).unlink()
+        Path(working.file_path(f"state/0/{p}/2.snapshot")).write_bytes(f"snap-{p}".encode())
+    for p in (6, 7):
+        Path(working.file_path(f"state/0/{p}/2.delta")).write_bytes(f"delta-{p}".encode())
+    for name, data in {"offsets/1": Path(working.file_path("offsets/0")).read_bytes(), "commits/1": b"v1\n{}"}.items():
+        Path(working.file_path(name)).write_bytes(data)
+
+
 def test_a_mostly_unused_segment_is_compacted_into_the_next_checkpoint_and_then_deleted(counted, tmp_path):
     """Partitions 0-5 got a new snapshot file, 6-7 still need their first delta: the first segment is mostly
     dead, so checkpoint 2 copies the two live ranges into its own segment (one ranged read) and references
@@ -195,16 +206,11 @@ def test_a_mostly_unused_segment_is_compacted_into_the_next_checkpoint_and_then_
     spark_files(working, 1, partitions=8)
     storage = JobFolder(f"s3://{counted.bucket}/compaction", "j", counted.options)
     target = CheckpointTarget(storage, "run-1", StoredFiles(), FileMerging(enabled=True))
+    target.compaction = Compaction(storage, min_dead_bytes=0)  # these files are bytes, not megabytes
     stored = StoredFiles()
     first = checkpoint(target, working, 1, stored)
     first_segment = {e.path for e in first.files}
-    for p in range(6):  # version 2 of partitions 0-5 is a snapshot: their version 1 deltas are dead
-        Path(working.file_path(f"state/0/{p}/1.delta")).unlink()
-        Path(working.file_path(f"state/0/{p}/2.snapshot")).write_bytes(f"snap-{p}".encode())
-    for p in (6, 7):
-        Path(working.file_path(f"state/0/{p}/2.delta")).write_bytes(f"delta-{p}".encode())
-    for name, data in {"offsets/1": Path(working.file_path("offsets/0")).read_bytes(), "commits/1": b"v1\n{}"}.items():
-        Path(working.file_path(name)).write_bytes(data)
+    _second_version_mostly_snapshots(working)
     counted.reset()
     second = checkpoint(target, working, 2, stored)
     spent = counted.snapshot()
@@ -217,6 +223,25 @@ def test_a_mostly_unused_segment_is_compacted_into_the_next_checkpoint_and_then_
     for p in (6, 7):
         assert Path(restored.file_path(f"state/0/{p}/1.delta")).read_bytes() == (f"1-{p}-" * (5 + p % 7)).encode()
     assert Path(restored.file_path("state/0/0/2.snapshot")).read_bytes() == b"snap-0"
+
+
+def test_a_segment_with_little_dead_data_is_referenced_not_rewritten(counted, tmp_path):
+    """A mostly dead segment whose dead bytes are under MIN_COMPACTED_DEAD_BYTES stays referenced: rewriting
+    kilobytes at every checkpoint of a small job costs requests and saves nothing that matters."""
+    working = WorkingCopy(str(tmp_path / "work"), "j", "run-1")
+    working.create()
+    spark_files(working, 1, partitions=8)
+    storage = JobFolder(f"s3://{counted.bucket}/small-dead", "j", counted.options)
+    target = CheckpointTarget(storage, "run-1", StoredFiles(), FileMerging(enabled=True))
+    stored = StoredFiles()
+    first = checkpoint(target, working, 1, stored)
+    _second_version_mostly_snapshots(working)
+    counted.reset()
+    second = checkpoint(target, working, 2, stored)
+    assert counted.snapshot()["GET"] == 0, "nothing read back to be rewritten"
+    first_segment = {e.path for e in first.files}
+    kept = {e.target for e in second.files if e.path in first_segment}
+    assert {"state/0/6/1.delta", "state/0/7/1.delta"} <= kept
 
 
 def test_ranged_reads_on_s3_raise_what_failed_and_empty_files_cost_no_request(counted):
