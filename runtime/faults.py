@@ -13,7 +13,8 @@ one log line naming the point, so what is left on storage is exactly what a real
 Points (``POINTS``):
 
 - ``batch``: inside a batch, after the sink staged its output and before Spark commits it;
-- ``upload``: during a checkpoint's uploads, after one file is stored;
+- ``upload``: during a checkpoint's uploads, after one file (or segment) is stored; to an object store, files
+  of their own go up a chunk at a time, and the point is reached once per file after its chunk;
 - ``before-metadata``: after all of a checkpoint's files are stored, before its ``_metadata``;
 - ``retention-delete``: during retention (subsume), after one checkpoint folder or shared file is deleted;
 - ``sink-commit``: during a sink commit, after one file is published;
@@ -21,7 +22,8 @@ Points (``POINTS``):
   source (a commit, an abort);
 - ``rollback``: during a restore's recovery, after one published file outside the restored history is
   moved aside;
-- ``savepoint``: during a savepoint's uploads, after one file is copied.
+- ``savepoint``: during a savepoint's uploads, after one file is copied (to an object store: once per file
+  after its chunk).
 
 Under spark-submit the driver's stderr reaches the log through the JVM, which dies in the same instant, so
 the log line can be lost: set ``CHECKPOINT_FAULTS_RECORD=/path/file`` and the line is appended there first.

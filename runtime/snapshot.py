@@ -14,7 +14,7 @@ import posixpath
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,7 +79,10 @@ class Capture:
 
 
 CAPTURE_ATTEMPTS = 3
-PARALLEL_PUTS = 16  # files PUT at once to an object store: enough to hide the round trip, few enough for its rate
+# Files PUT at once to an object store: s3fs's connection pool (10) is the real bound; more would only
+# hold more files in memory. And at most this many bytes at once (s3fs reads a file under 100 MiB whole).
+PARALLEL_PUTS = 10
+PUT_BYTES_IN_FLIGHT = 256 * 1024 * 1024
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"  # pinned in the offset log: the query's state partitions
 
 
@@ -226,10 +229,16 @@ def upload(
             written += selected.size
             entries.append(entry)
         if separate:
-            if aborted.is_set():
-                raise CheckpointAborted(f"checkpoint {snap.checkpoint_id} was aborted during upload")
-            fence(f"uploading checkpoint {snap.checkpoint_id}")
-            _store_together(working, storage, separate)
+
+            def before_chunk() -> None:
+                if aborted.is_set():
+                    raise CheckpointAborted(f"checkpoint {snap.checkpoint_id} was aborted during upload")
+                fence(f"uploading checkpoint {snap.checkpoint_id}")
+
+            files = [
+                PutFile(source, storage.job_file(entry.path), entry.target, entry.size) for source, entry in separate
+            ]
+            put_together(working, storage.fs, files, before_chunk, "upload")
             written += sum(entry.size for _, entry in separate)
             entries += [entry for _, entry in separate]
         segments.close()
@@ -253,26 +262,50 @@ def _store_one(working: WorkingCopy, source: str, storage: JobFolder, entry: Fil
     faults.reach("upload")
 
 
-def _store_together(working: WorkingCopy, storage: JobFolder, separate: list[tuple[str, FileEntry]]) -> None:
-    destinations = [storage.job_file(entry.path) for _, entry in separate]
-    put_together(working, storage.fs, [(source, entry.target) for source, entry in separate], destinations, "upload")
+@dataclass(frozen=True)
+class PutFile:
+    """One local file to store as an object of its own."""
+
+    source: str
+    destination: str
+    target: str
+    size: int
 
 
 def put_together(
-    working: WorkingCopy, fs: Any, sources: list[tuple[str, str]], destinations: list[str], fault_point: str
+    working: WorkingCopy, fs: Any, files: list[PutFile], before_chunk: Callable[[], None], fault_point: str
 ) -> None:
-    """PUT local files (``(source, target)`` pairs) to an object store in one batched call: async stores (s3fs,
-    gcsfs, adlfs) run up to ``PARALLEL_PUTS`` at once, so 200 files wait about 200 / ``PARALLEL_PUTS`` round
-    trips, not 200. ``CaptureRaced`` names the files that vanished from the working folder meanwhile."""
-    try:
-        fs.put([source for source, _ in sources], destinations, batch_size=PARALLEL_PUTS)
-    except FileNotFoundError as exc:
-        gone = [target for source, target in sources if not working.fs.exists(source)]
-        if not gone:
-            raise
-        raise CaptureRaced(f"{', '.join(gone)} vanished before it was uploaded") from exc
-    for _ in sources:
-        faults.reach(fault_point)
+    """PUT local files to an object store a chunk at a time, each chunk one batched call that async stores
+    (s3fs, gcsfs, adlfs) run concurrently: 200 files wait about 200 / ``PARALLEL_PUTS`` round trips, not 200.
+
+    A chunk holds up to ``PARALLEL_PUTS`` files and ``PUT_BYTES_IN_FLIGHT`` bytes (one larger file goes
+    alone). ``before_chunk`` runs before each (the abort and lease checks), so an aborted or fenced upload
+    stops within a chunk; ``fault_point`` is reached once per file stored. ``CaptureRaced`` names the files
+    that vanished from the working folder meanwhile.
+    """
+    for chunk in _chunks(files):
+        before_chunk()
+        try:
+            fs.put([f.source for f in chunk], [f.destination for f in chunk], batch_size=PARALLEL_PUTS)
+        except FileNotFoundError as exc:
+            gone = [f.target for f in chunk if not working.fs.exists(f.source)]
+            if not gone:
+                raise
+            shown = ", ".join(gone[:5]) + (f" and {len(gone) - 5} more" if len(gone) > 5 else "")
+            raise CaptureRaced(f"{shown} vanished before it was uploaded") from exc
+        for _ in chunk:
+            faults.reach(fault_point)
+
+
+def _chunks(files: list[PutFile]) -> Iterator[list[PutFile]]:
+    chunk: list[PutFile] = []
+    for f in files:
+        if chunk and (len(chunk) == PARALLEL_PUTS or sum(c.size for c in chunk) + f.size > PUT_BYTES_IN_FLIGHT):
+            yield chunk
+            chunk = []
+        chunk.append(f)
+    if chunk:
+        yield chunk
 
 
 def _compacted(snap: Capture, storage: JobFolder, compaction: Compaction) -> dict[str, bytes]:
@@ -382,11 +415,14 @@ def upload_savepoint(
     entries = [FileEntry(selected.target, selected.target, selected.size, shared=False) for selected in snap.files]
     if working.is_local and is_object_store(folder.fs):
         # Objects need no folders; the files go up together, as a checkpoint's separate objects do.
-        if aborted.is_set():
-            raise CheckpointAborted(f"savepoint {snap.checkpoint_id} was aborted during upload")
-        fence(f"uploading savepoint {snap.checkpoint_id}")
-        pairs = [(snap.sources[entry.target], entry.target) for entry in entries]
-        put_together(working, folder.fs, pairs, [folder.file_path(entry.target) for entry in entries], "savepoint")
+
+        def before_chunk() -> None:
+            if aborted.is_set():
+                raise CheckpointAborted(f"savepoint {snap.checkpoint_id} was aborted during upload")
+            fence(f"uploading savepoint {snap.checkpoint_id}")
+
+        files = [PutFile(snap.sources[e.target], folder.file_path(e.target), e.target, e.size) for e in entries]
+        put_together(working, folder.fs, files, before_chunk, "savepoint")
         return Upload(entries, sum(entry.size for entry in entries), [])
     for entry in entries:
         if aborted.is_set():

@@ -104,8 +104,8 @@ READ_CHUNK = 1024 * 1024
 
 
 def read_at_most(fs: fsspec.AbstractFileSystem, path: str, max_bytes: int) -> bytes:
-    """The first ``max_bytes + 1`` bytes of ``path`` in one read (one ranged GET on object storage, where a
-    size check first would cost a HEAD more): more than ``max_bytes`` back means the file is too large.
+    """The first ``max_bytes + 1`` bytes of ``path`` (one ranged GET on object storage, where a size check
+    first would cost a HEAD more): more than ``max_bytes`` back means the file is too large.
     ``FileNotFoundError`` passes through.
     """
     if isinstance(fs, LocalFileSystem):

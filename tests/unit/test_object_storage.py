@@ -189,3 +189,37 @@ def test_a_file_gone_before_a_batched_put_fails_the_checkpoint_and_leaves_nothin
     with pytest.raises(CaptureRaced, match=r"state/0/11/1\.delta vanished before it was uploaded"):
         target.upload(snap, working, threading.Event(), lambda action: None)
     assert not storage.checkpoints.shared_files(), "a failed checkpoint's new files must not stay"
+
+
+def test_batched_puts_go_a_chunk_at_a_time_and_stop_between_chunks(counted, tmp_path):
+    """The lease and abort checks run before each chunk, so a fenced or aborted upload stops within one chunk;
+    a chunk is bounded in files and in bytes (s3fs holds each file it puts in memory)."""
+    from spark_checkpoint_runtime.snapshot import PARALLEL_PUTS, PUT_BYTES_IN_FLIGHT, PutFile, _chunks, put_together
+    from spark_checkpoint_runtime.working_copy import WorkingCopy
+
+    working = WorkingCopy(str(tmp_path / "work"), "j", "run-1")
+    folder = tmp_path / "files"
+    folder.mkdir()
+    storage = JobFolder(f"s3://{counted.bucket}/chunks", "j", counted.options)
+    files = []
+    for n in range(2 * PARALLEL_PUTS + 5):
+        (folder / f"{n}.bin").write_bytes(b"x" * 10)
+        files.append(PutFile(str(folder / f"{n}.bin"), storage.job_file(f"objects/{n}.bin"), f"{n}.bin", 10))
+    checks = []
+
+    def before_chunk() -> None:
+        checks.append(len(checks))
+        if len(checks) == 2:
+            raise RuntimeError("fenced: another run holds the job")
+
+    with pytest.raises(RuntimeError, match="fenced"):
+        put_together(working, storage.fs, files, before_chunk, "upload")
+    assert len(storage.fs.find(storage.job_file("objects"))) == PARALLEL_PUTS, "only the first chunk went up"
+
+    big = PUT_BYTES_IN_FLIGHT // 3
+    sizes = [
+        [f.size for f in chunk] for chunk in _chunks([PutFile("s", "d", "t", size) for size in (big,) * 4 + (10,)])
+    ]
+    assert sizes == [[big, big, big], [big, 10]]
+    huge = [PutFile("s", "d", "t", PUT_BYTES_IN_FLIGHT * 2)]
+    assert [len(chunk) for chunk in _chunks(huge)] == [1], "a file larger than the bound goes alone"
