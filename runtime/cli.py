@@ -1,7 +1,8 @@
 """Command line: ``python -m spark_checkpoint_runtime [options]`` and ``spark-submit runtime/job.py [options]``.
 
 ``python -m spark_checkpoint_runtime savepoint|list|inspect ...`` are storage-only commands (see
-``spark_checkpoint_runtime.admin``).
+``spark_checkpoint_runtime.admin``); ``python -m spark_checkpoint_runtime state ...`` reads a snapshot's state
+rows with Spark (see ``spark_checkpoint_runtime.state_inspection``).
 
 Exit status 0 on a clean finish; otherwise non-zero with a one-line reason on stderr:
 1 the job failed while running, 2 bad input (options, spec, pipeline, sink), 3 cannot restore,
@@ -35,6 +36,7 @@ from spark_checkpoint_runtime.options import OptionsError, parse_options, redact
 from spark_checkpoint_runtime.sinks import SinkError
 from spark_checkpoint_runtime.spark_versions import UnsupportedSparkFeature
 from spark_checkpoint_runtime.state_files import UnsupportedStateStore
+from spark_checkpoint_runtime.state_inspection import COMMAND as STATE_COMMAND
 
 log = logging.getLogger("runtime")
 
@@ -50,6 +52,10 @@ def main(argv: list[str] | None = None, spark=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in COMMANDS:
         return admin_main(argv)
+    if argv and argv[0] == STATE_COMMAND:
+        from spark_checkpoint_runtime.state_inspection import main as state_main
+
+        return state_main(argv[1:], spark)
     try:
         options = parse_options(argv)
         faults.configure()
