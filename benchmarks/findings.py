@@ -29,6 +29,8 @@ RESTORE_GOAL_RATIO = 1.1
 RESTORE_S3_GOAL_RATIO = 2.0
 AT_SCALE_GOAL_RATIO = 0.95  # batches per minute at 200+ partitions, ours/plain
 AT_SCALE_RESULTS = ("throughput_200_local.json", "throughput_200_s3.json")
+# Restore at 200 partitions against plain Spark's restart from local disk: ours from local disk, ours from S3.
+RESTORE_AT_SCALE_GOALS = {"state_size_p200.json": 1.2, "state_size_p200_s3.json": 2.0}
 IDLE_GOAL_PER_DAY = 20_000
 ANSWER_GOAL_SECONDS = 10.0
 BATCH_PATH_GOAL_MS = 50
@@ -152,6 +154,16 @@ def at_scale_cases() -> list[tuple[str, str, Estimate]]:
     return found
 
 
+def restore_at_scale_cases() -> list[tuple[dict[str, Any], dict[str, Any], float, Estimate]]:
+    """(the run, a state size, the goal's bound, the restore estimate) of the 200-partition restore runs."""
+    found = []
+    for name, bound in RESTORE_AT_SCALE_GOALS.items():
+        if (RESULTS / name).exists():
+            data = load(name)
+            found += [(data, size, bound, restore_estimate(size)) for size in data["sizes"]]
+    return found
+
+
 # --- the goals ----------------------------------------------------------------------------------------
 
 
@@ -194,6 +206,14 @@ def judge_goals() -> list[Goal]:
     goals.append(Goal("restore", all(e.at_most(RESTORE_GOAL_RATIO) for *_, e in restore), {"restore": restore}))
     on_s3 = [(s, restore_estimate(s)) for s in load("state_size_s3.json")["sizes"]]
     goals.append(Goal("restore_s3", all(e.at_most(RESTORE_S3_GOAL_RATIO) for _, e in on_s3), {"restore": on_s3}))
+    restores = restore_at_scale_cases()
+    goals.append(
+        Goal(
+            "restore_at_scale",
+            all(e.at_most(bound) for _, _, bound, e in restores) if restores else None,
+            {"cases": restores},
+        )
+    )
     at_scale = at_scale_cases()
     goals.append(
         Goal(

@@ -238,6 +238,8 @@ def state_size(name: str) -> list[str]:
     command += "".join(
         f" --{key} {data[key]}" for key in ("store", "root") if data.get(key, "hdfs") not in ("hdfs", "local")
     )
+    command += f" --partitions {data['partitions']}" if data.get("partitions", 4) != 4 else ""
+    command += f" --latency-ms {data['latency_ms']:g}" if data.get("latency_ms") else ""
     # Results from before the option ran at Spark's default maintenance interval.
     if (interval := data.get("maintenance_interval", "60s")) != "2s":
         command += f" --maintenance-interval {interval}"
@@ -390,6 +392,16 @@ def _goal_row(goal: Goal) -> list[str]:
             )
             measured = "; ".join(f"{mb(s['state_bytes'])}: {e.text(2)}" for s, e in f["restore"])
             measured += " (ours downloads the state first)"
+        case "restore_at_scale":
+            asks = (
+                "restore at 200 partitions at most 1.2× Spark's native restart from local disk, at most 2× from "
+                "S3 (15 ms per request)"
+            )
+            measured = "; ".join(
+                f"{'S3' if data['root'] == 's3' else 'local disk'}, {mb(size['state_bytes'])}: {e.text(3)} "
+                f"(goal {bound:g}×)"
+                for data, size, bound, e in f["cases"]
+            )
         case "at_scale":
             asks = (
                 f"batches per minute at least {AT_SCALE_GOAL_RATIO:g}× plain Spark's at 200 partitions, "
@@ -477,31 +489,70 @@ def throughput_at_scale() -> list[str]:
     return [*table(header, rows), "", f"Ratios: the {ESTIMATOR}.", "", *sources]
 
 
-def scale() -> list[str]:
+def scale(name: str = "scale.json") -> list[str]:
     """Checkpoints at 4 to 200+ partitions on S3, file merging off and on (``benchmarks.scale``)."""
-    data = load("scale.json")
+    data = load(name)
+    by_query = any("query" in run for run in data["runs"])
     rows = []
     for run in data["runs"]:
+        row = [str(run["partitions"])]
+        row += [run.get("query", "count"), run.get("store", "hdfs")] if by_query else []
+        if run.get("failed"):
+            rows.append([*row, run["file_merging"], f"no checkpoint measured: {run['failed']}", "", "", "", "", "0"])
+            continue
         seconds = run["checkpoint_seconds"]
-        rows.append(
-            [
-                str(run["partitions"]),
-                run["file_merging"],
-                num(run["requests_per_checkpoint"], 1),
-                kinds({k: round(v) for k, v in run["requests_per_checkpoint_by_kind"].items() if round(v) > 0}),
-                f"{run['objects_written_per_checkpoint']:g} ({run['files_per_checkpoint']:g} files)",
-                f"{seconds['p50']} / {seconds['p95']} / {seconds['max']}",
-                f"${num(run['monthly_request_cost_usd'], 2)}",
-                str(run["checkpoints"]),
-            ]
-        )
-    header = [
-        "partitions", "file merging", "requests per checkpoint", "by kind", "objects written per checkpoint",
-        "checkpoint p50 / p95 / max (s)", "S3 request cost a month (10 s interval)", "checkpoints measured",
-    ]  # fmt: skip
-    counts = ",".join(dict.fromkeys(str(run["partitions"]) for run in data["runs"]))
-    command = f"python -m benchmarks.scale --partitions {counts} --latency-ms {data['latency_ms']:g}"
-    return [*table(header, rows, "llrlrrrr"), "", source("scale.json", data, command)]
+        row += [
+            run["file_merging"],
+            num(run["requests_per_checkpoint"], 1),
+            kinds({k: round(v) for k, v in run["requests_per_checkpoint_by_kind"].items() if round(v) > 0}),
+            f"{run['objects_written_per_checkpoint']:g} ({run['files_per_checkpoint']:g} files)",
+            f"{seconds['p50']} / {seconds['p95']} / {seconds['max']}",
+            f"${num(run['monthly_request_cost_usd'], 2)}",
+            str(run["checkpoints"]),
+        ]
+        rows.append(row)
+    header = ["partitions", *(["query", "state store"] if by_query else []), "file merging",
+              "requests per checkpoint", "by kind", "objects written per checkpoint",
+              "checkpoint p50 / p95 / max (s)", "S3 request cost a month (10 s interval)",
+              "checkpoints measured"]  # fmt: skip
+    if "argv" in data:
+        command = " ".join(["python -m benchmarks.scale", *data["argv"]])
+    else:
+        counts = ",".join(dict.fromkeys(str(run["partitions"]) for run in data["runs"]))
+        command = f"python -m benchmarks.scale --partitions {counts} --latency-ms {data['latency_ms']:g}"
+    align = "l" * (4 if by_query else 2) + "rlrrrr"
+    return [*table(header, rows, align), "", source(name, data, command)]
+
+
+def metadata_size() -> list[str]:
+    """``_metadata`` at 2,000 partitions and 1,000 checkpoints (``benchmarks.metadata_size``)."""
+    data = load("metadata_size.json")
+    size, entries, resident = data["metadata_bytes"], data["entries"], data["resident_mib_at_checkpoint"]
+    rows = [
+        ["files in a checkpoint (median / max)", f"{num(entries['median'])} / {num(entries['max'])}"],
+        ["`_metadata` (median / max)", f"{kib(size['median'])} / {kib(size['max'])}"],
+        ["`_metadata` gzipped, for reference (median share)", f"{data['gzip_ratio_median'] * 100:.1f} %"],
+        ["write `_metadata` (median / max)", f"{data['write_ms']['median']:g} / {data['write_ms']['max']:g} ms"],
+        [
+            "retention after it, reading it back (median / max)",
+            f"{data['retention_ms']['median']:g} / {data['retention_ms']['max']:g} ms",
+        ],
+        ["read and parse the last one", f"{data['read_ms']:g} ms"],
+        [
+            "driver resident memory at checkpoint " + ", ".join(resident),
+            ", ".join(f"{value:g} MiB" for value in resident.values()),
+        ],
+        [
+            "Python allocations of the last checkpoint's bookkeeping, peak",
+            f"{data['one_checkpoint_python_peak_mib']:g} MiB",
+        ],
+    ]
+    command = (
+        f"python -m benchmarks.metadata_size --partitions {data['partitions']} --checkpoints {data['checkpoints']}"
+    )
+    header = [f"{num(data['partitions'])} partitions, {num(data['checkpoints'])} checkpoints, "
+              f"{num(data['lineage_ranges'])} lineage ranges", "measured"]  # fmt: skip
+    return [*table(header, rows, "lr"), "", source("metadata_size.json", data, command)]
 
 
 GENERATED: dict[str, Callable[[], list[str]]] = {
@@ -517,6 +568,9 @@ GENERATED: dict[str, Callable[[], list[str]]] = {
     "page-latency": page_latency,
     "scale": scale,
     "throughput-at-scale": throughput_at_scale,
+    "metadata-size": metadata_size,
+    "restore-at-scale-local": lambda: state_size("state_size_p200.json"),
+    "restore-at-scale-s3": lambda: state_size("state_size_p200_s3.json"),
 }
 
 

@@ -25,6 +25,9 @@ def test_continuous_overhead_measures_steady_state_pairs(spark, tmp_path):
     row = results["stateless @ 1s"]
     assert len(row["pair_ratios"]) == 2 and row["plain_rows_per_second"] > 0 and row["ours_rows_per_second"] > 0
     assert row["overhead_percent"] == pytest.approx((1 - row["ratio_rows_per_second"]) * 100, abs=0.1)
+    assert row["plain_batches_per_minute"] > 0 and row["ours_batches_per_minute"] > 0
+    for estimate in (row["rows_per_second_ratio"], row["batches_per_minute_ratio"]):
+        assert estimate["pairs"] == 2 and estimate["low"] <= estimate["median"] <= estimate["high"]
 
 
 def test_state_size_measures_checkpoint_cost_and_restore(spark, tmp_path):
