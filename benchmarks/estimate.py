@@ -14,6 +14,7 @@ import random
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 NAME = "median of paired ratios, bootstrap 95 % CI (percentile, 10,000 resamples)"
 RESAMPLES = 10_000
@@ -40,6 +41,11 @@ class Estimate:
     def text(self, digits: int = 2) -> str:
         """``1.03 (0.98–1.07, 9 pairs)``: what the docs' tables print."""
         return f"{self.median:.{digits}f} ({self.low:.{digits}f}–{self.high:.{digits}f}, {self.pairs} pairs)"
+
+    @classmethod
+    def from_dict(cls, found: dict[str, Any]) -> Estimate:
+        """The estimate ``as_dict`` wrote into a benchmark's JSON."""
+        return cls(found["median"], found["low"], found["high"], found["pairs"])
 
     def as_dict(self) -> dict[str, float | int | str]:
         return {"median": self.median, "low": self.low, "high": self.high, "pairs": self.pairs, "estimator": NAME}

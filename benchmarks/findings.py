@@ -108,8 +108,7 @@ def throughput_estimate(case: dict[str, Any]) -> Estimate:
 
 def batches_estimate(case: dict[str, Any]) -> Estimate:
     """Ours over plain Spark's batches per minute in a continuous case, from its pairs."""
-    found = case["batches_per_minute_ratio"]
-    return Estimate(found["median"], found["low"], found["high"], found["pairs"])
+    return Estimate.from_dict(case["batches_per_minute_ratio"])
 
 
 def bytes_ratio(size: dict[str, Any]) -> float:

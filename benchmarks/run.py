@@ -448,7 +448,7 @@ def print_tables(results: dict[str, Any]) -> None:
 def _estimate_text(estimate: dict[str, Any] | None) -> str:
     if not estimate:
         return "-"
-    return Estimate(estimate["median"], estimate["low"], estimate["high"], estimate["pairs"]).text(3)
+    return Estimate.from_dict(estimate).text(3)
 
 
 def main(argv: list[str] | None = None) -> int:

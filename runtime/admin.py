@@ -30,19 +30,14 @@ from spark_checkpoint_runtime.layout import (
     DamagedCheckpoint,
     JobFolder,
 )
-from spark_checkpoint_runtime.options import OptionsError, load_spec
+from spark_checkpoint_runtime.options import CommandParser, OptionsError, load_spec
 from spark_checkpoint_runtime.state_files.operators import describe_operators
 
 COMMANDS = ("savepoint", "list", "inspect")
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:
-        raise OptionsError(f"{message} (see --help)")
-
-
 def _parser(command: str) -> argparse.ArgumentParser:
-    parser = _Parser(prog=f"python -m spark_checkpoint_runtime {command}", allow_abbrev=False)
+    parser = CommandParser(prog=f"python -m spark_checkpoint_runtime {command}", allow_abbrev=False)
     parser.add_argument("--job-name", required=True)
     parser.add_argument("--checkpoint-root", required=True)
     parser.add_argument("--spec", help="JSON/YAML file whose storage_options (credentials) are used")

@@ -31,7 +31,9 @@ class OptionsError(ValueError):
     """An option or spec value that cannot be used; the message says which and what would work."""
 
 
-class _Parser(argparse.ArgumentParser):
+class CommandParser(argparse.ArgumentParser):
+    """The parser of every command line of the runtime: a bad option is ``OptionsError``, one clear line."""
+
     def error(self, message: str) -> None:  # one clear line, not a usage dump
         raise OptionsError(f"{message} (see --help)")
 
@@ -96,7 +98,7 @@ _KEYS = {f.name for f in fields(JobOptions)}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = CommandParser(
         prog="python -m spark_checkpoint_runtime",
         description="Run a Spark Structured Streaming pipeline with Flink-style numbered checkpoints.",
         allow_abbrev=False,

@@ -28,7 +28,7 @@ from typing import Any
 
 from spark_checkpoint_runtime.errors import EXIT_BAD_INPUT, EXIT_OK
 from spark_checkpoint_runtime.layout import CheckpointFormatError, JobFolder, ValidCheckpoint
-from spark_checkpoint_runtime.options import OptionsError, load_spec
+from spark_checkpoint_runtime.options import CommandParser, OptionsError, load_spec
 from spark_checkpoint_runtime.snapshot import materialize
 from spark_checkpoint_runtime.spark_versions import UnsupportedSparkFeature, parse_version, require
 from spark_checkpoint_runtime.state_files.selection import state_store_folder
@@ -39,13 +39,8 @@ STATE_DATA_SOURCE = (4, 0)  # Spark's statestore and state-metadata sources
 DEFAULT_STORE = "default"
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:
-        raise OptionsError(f"{message} (see --help)")
-
-
 def parser() -> argparse.ArgumentParser:
-    found = _Parser(prog=f"python -m spark_checkpoint_runtime {COMMAND}", allow_abbrev=False)
+    found = CommandParser(prog=f"python -m spark_checkpoint_runtime {COMMAND}", allow_abbrev=False)
     found.add_argument("--job-name", required=True)
     found.add_argument("--checkpoint-root", required=True)
     found.add_argument("--spec", help="JSON/YAML file whose storage_options (credentials) are used")

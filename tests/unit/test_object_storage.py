@@ -6,6 +6,7 @@ The crash/restore chain with ``s3://`` as the checkpoint root is ``tests/system/
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -125,6 +126,21 @@ def test_request_goals_retention_after_a_checkpoint_reads_only_the_new_metadata(
     assert storage.checkpoints.latest_valid().metadata.id == 39
 
 
+def _working_after_one_batch(tmp_path: Path, partitions: int):
+    """A run's working folder after batch 0 of a stateful query: a 50-byte delta file per partition."""
+    from spark_checkpoint_runtime.working_copy import WorkingCopy
+
+    working = WorkingCopy(str(tmp_path / "work"), "j", "run-1")
+    working.create()
+    pinned = json.dumps({"batchWatermarkMs": 0, "conf": {"spark.sql.shuffle.partitions": str(partitions)}})
+    files = {"metadata": b"{}", "offsets/0": f"v1\n{pinned}\n{{}}".encode(), "commits/0": b"v1\n{}"}
+    files.update({f"state/0/{p}/1.delta": b"d" * 50 for p in range(partitions)})
+    for target, data in files.items():
+        Path(working.file_path(target)).parent.mkdir(parents=True, exist_ok=True)
+        Path(working.file_path(target)).write_bytes(data)
+    return working
+
+
 def test_request_goals_a_new_state_file_costs_one_put(counted, tmp_path):
     """A checkpoint's new state files go up with a PUT each: nothing asks first whether they are stored (a
     HEAD, then a LIST for a missing key, was 3 requests per file: 200 partitions made 600). The PUTs go
@@ -133,16 +149,8 @@ def test_request_goals_a_new_state_file_costs_one_put(counted, tmp_path):
 
     from spark_checkpoint_runtime.snapshot import PARALLEL_PUTS, StoredFiles, capture
     from spark_checkpoint_runtime.snapshot_targets import CheckpointTarget
-    from spark_checkpoint_runtime.working_copy import WorkingCopy
 
-    working = WorkingCopy(str(tmp_path / "work"), "j", "run-1")
-    working.create()
-    pinned = '{"batchWatermarkMs":0,"conf":{"spark.sql.shuffle.partitions":"200"}}'
-    files = {"metadata": b"{}", "offsets/0": f"v1\n{pinned}\n{{}}".encode(), "commits/0": b"v1\n{}"}
-    files.update({f"state/0/{p}/1.delta": b"d" * 50 for p in range(200)})
-    for target, data in files.items():
-        Path(working.file_path(target)).parent.mkdir(parents=True, exist_ok=True)
-        Path(working.file_path(target)).write_bytes(data)
+    working = _working_after_one_batch(tmp_path, partitions=200)
     storage = JobFolder(f"s3://{counted.bucket}/uploads", "j", counted.options)
     target = CheckpointTarget(storage, "run-1", StoredFiles())
     counted.reset()
@@ -172,16 +180,8 @@ def test_a_file_gone_before_a_batched_put_fails_the_checkpoint_and_leaves_nothin
     from spark_checkpoint_runtime.snapshot import StoredFiles, capture
     from spark_checkpoint_runtime.snapshot_targets import CheckpointTarget
     from spark_checkpoint_runtime.state_files import CaptureRaced
-    from spark_checkpoint_runtime.working_copy import WorkingCopy
 
-    working = WorkingCopy(str(tmp_path / "work"), "j", "run-1")
-    working.create()
-    pinned = '{"batchWatermarkMs":0,"conf":{"spark.sql.shuffle.partitions":"20"}}'
-    files = {"metadata": b"{}", "offsets/0": f"v1\n{pinned}\n{{}}".encode(), "commits/0": b"v1\n{}"}
-    files.update({f"state/0/{p}/1.delta": b"d" * 50 for p in range(20)})
-    for target, data in files.items():
-        Path(working.file_path(target)).parent.mkdir(parents=True, exist_ok=True)
-        Path(working.file_path(target)).write_bytes(data)
+    working = _working_after_one_batch(tmp_path, partitions=20)
     storage = JobFolder(f"s3://{counted.bucket}/raced", "j", counted.options)
     snap = capture(working, 1, 0, StoredFiles())
     os.remove(snap.sources["state/0/11/1.delta"])
