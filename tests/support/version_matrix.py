@@ -60,7 +60,7 @@ class Recorder:
             return
         LAST_RUN.parent.mkdir(parents=True, exist_ok=True)
         command = list(command)
-        if command[:4] == ["-n", "2", "--dist", "worksteal"]:
+        if command[:4] == ["-n", "2", "--dist", "loadgroup"]:
             command = command[4:]  # what scripts/test.sh adds itself
         run = {
             "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),

@@ -17,6 +17,7 @@ import random
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -28,7 +29,9 @@ from tests.support.local_airflow import LocalAirflow
 from tests.support.local_cluster import standalone_cluster
 from tests.system.test_chaos import RANDOM, SEED, _assert_exactly_once, run_chain
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+# One pytest worker runs this module's tests one after another: two clusters, an Airflow and a driver on two
+# cores at once starved the executor-loss and frozen-driver tests in CI; the other worker goes on with the rest.
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.xdist_group("cluster")]
 
 
 class Cluster(str):
@@ -102,6 +105,31 @@ PIPELINES = {
 }
 
 
+# Rows in the one file whose parsing an executor is killed in the middle of: a few seconds of one task's work.
+BIG_FILE_ROWS = 400_000
+
+
+def _busy_executor(
+    executors: Callable[[], list[psutil.Process]], timeout: float, job: subprocess.Popen
+) -> psutil.Process | None:
+    """The executor JVM that works on the CPU (a task is running on it), sampled until ``timeout``; None when
+    neither got busy (the file went through between two samples)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and job.poll() is None:
+        running = executors()
+        try:
+            for process in running:
+                process.cpu_percent(None)  # the first call only starts the measurement
+            time.sleep(0.5)
+            usage = [(process.cpu_percent(None), process) for process in running]
+        except psutil.Error:
+            continue  # an executor went away between the two samples: look again
+        percent, busiest = max(usage, key=lambda pair: pair[0], default=(0.0, None))
+        if percent >= 50:
+            return busiest
+    return None
+
+
 def _cluster_pids(state: Path) -> list[int]:
     return [int(pidfile.read_text()) for pidfile in state.glob("*.pid")]
 
@@ -158,16 +186,18 @@ def test_output_stays_exact_when_an_executor_dies_mid_batch_and_then_a_worker(
         try:
             seen = progressed(0, "checkpoints on the cluster")
             # Kill an executor while it runs a task: Spark logs "Lost task ... ExecutorLostFailure" and retries
-            # it. Batches are short, so a kill may fall between two; then try again on the relaunched one.
-            for _ in range(8):
+            # it. Small batches take milliseconds, so a kill on a timer mostly fell between tasks under load: one
+            # big file keeps a task parsing for seconds, and the executor then busy on the CPU is the one killed.
+            for _ in range(4):
                 wait_for(two_executors, 120, "both executors (one relaunched after a kill)", job)
-                executors = two_executors()
-                tasks, lost = lost_tasks(), lost_executors()
-                landing.add_files(2)
-                time.sleep(0.3)
-                executors[0].send_signal(signal.SIGKILL)
-                # Under load the driver may hear of the loss late (or, for an executor that was already being
-                # replaced, not at all): then try again rather than fail; the assertion below is the check.
+                tasks = lost_tasks()
+                landing.add_file(rows=BIG_FILE_ROWS)
+                busy = _busy_executor(two_executors, 120, job)
+                if busy is None:
+                    continue  # the file was parsed before a sample saw it: try again with the next one
+                lost = lost_executors()
+                busy.send_signal(signal.SIGKILL)
+                # Under load the driver may hear of the loss late: wait for it before counting lost tasks.
                 deadline = time.monotonic() + 90
                 while lost_executors() <= lost and time.monotonic() < deadline and job.poll() is None:
                     time.sleep(0.5)

@@ -223,12 +223,18 @@ def test_allow_non_restored_state_drops_trailing_operators_only(spark, tmp_path,
     assert not any(f["target"].startswith("state/") for f in latest["files"]), "the dropped state is not carried"
 
 
-def test_a_rocksdb_savepoint_copied_elsewhere_restores_exact_counts_and_stays_untouched(spark, tmp_path, landing):
+@pytest.mark.parametrize("pipeline", ["running_counts", "transform_with_state_counts"])
+def test_a_rocksdb_savepoint_copied_elsewhere_restores_exact_counts_and_stays_untouched(
+    spark, tmp_path, landing, pipeline
+):
+    """A RocksDB savepoint is copied elsewhere, and the savepoint and the first run's working folder are deleted:
+    the restore from the copy counts exactly and leaves the copy as it was. transformWithState names its state
+    schema files by absolute path in its operator metadata: the restore must read them from its own copy."""
     from tests.support.state_matrix import STATE_CONFS, STORES, store_args
 
     root, work, output = tmp_path / "root", tmp_path / "work", tmp_path / "out"
     landing.add_files(5)
-    common = {"pipeline": "examples.pipelines:running_counts", "output_mode": "update", "sink": f"parquet:{output}"}
+    common = {"pipeline": f"examples.pipelines:{pipeline}", "output_mode": "update", "sink": f"parquet:{output}"}
     log = tmp_path / "v1.log"
     with open(log, "w") as sink:  # a file, not a pipe: RocksDB logs enough to fill a pipe nobody reads yet
         v1 = start_module(
@@ -254,14 +260,19 @@ def test_a_rocksdb_savepoint_copied_elsewhere_restores_exact_counts_and_stays_un
     assert any("/SSTs/" in t or t.endswith(".changelog") for t in targets), targets
     assert meta["fingerprint"]["state_store"]["provider"] == "RocksDBStateStoreProvider"
 
+    if pipeline == "transform_with_state_counts":
+        schemas = [t for t in targets if "/_stateSchema/" in t]
+        assert schemas and any("/_metadata/v2/" in t for t in targets), targets
+
     elsewhere = tmp_path / "archive" / "rocks-savepoint"
     shutil.copytree(savepoint, elsewhere)
     shutil.rmtree(savepoint)  # only the copy is left
+    shutil.rmtree(work)  # and nothing the first run wrote outside the checkpoint root
     copied = tree_state(elsewhere)
     landing.add_files(3)
     try:
         argv = job_args(
-            "rocks", root, work, landing, restore_from=str(elsewhere), num_retained="50", **common
+            "rocks", root, tmp_path / "work-v2", landing, restore_from=str(elsewhere), num_retained="50", **common
         ) + store_args("rocksdb-changelog")
         v2 = StreamingJob(parse_options(argv), spark).run()
     finally:
