@@ -86,7 +86,39 @@ def get_provider_info() -> dict[str, Any]:
         "connection-types": [
             {
                 "hook-class-name": "airflow_checkpoint_provider.hooks.checkpoint_storage.CheckpointStorageHook",
+                "hook-name": "Checkpoint Storage (fsspec)",
                 "connection-type": "checkpoint_storage",
+                # Declared here, not by the hook: Airflow 3.2+ builds the form from provider info without the
+                # FAB provider (a hook's get_ui_field_behaviour is deprecated and needs wtforms).
+                "ui-field-behaviour": {
+                    "hidden-fields": ["schema", "port"],
+                    "relabeling": {
+                        "host": "Default checkpoint root (path or fsspec URL)",
+                        "login": "Access key id (fsspec key)",
+                        "password": "Secret access key (fsspec secret)",
+                        "extra": "Other fsspec storage options (JSON)",
+                    },
+                    "placeholders": {
+                        "host": "s3://bucket/checkpoints",
+                        "login": "AKIA...",
+                        "extra": '{"config_kwargs": {"s3": {"addressing_style": "path"}}}',
+                    },
+                },
+                # Stored at the top of the extra JSON under these names; hooks/storage_options.py turns them
+                # into s3fs's client_kwargs.
+                "conn-fields": {
+                    "endpoint_url": {
+                        "label": "Endpoint URL",
+                        "description": "An S3-compatible store's endpoint (MinIO, Ceph), e.g. http://minio:9000; "
+                        "empty for AWS itself",
+                        "schema": {"type": ["string", "null"]},
+                    },
+                    "region_name": {
+                        "label": "Region",
+                        "description": "The bucket's region, e.g. eu-west-1; empty to let the client find it",
+                        "schema": {"type": ["string", "null"]},
+                    },
+                },
             }
         ],
     }

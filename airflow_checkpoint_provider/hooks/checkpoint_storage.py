@@ -5,7 +5,11 @@ Everything goes through the runtime's format module (``spark_checkpoint_runtime.
 
 - Host: the default checkpoint root (a path or fsspec URL), used when a task gives no ``checkpoint_root``;
 - Login / Password: the access key and secret (fsspec's ``key`` / ``secret``; the password field is masked);
-- Extra: any other fsspec storage options, e.g. ``{"client_kwargs": {"endpoint_url": "..."}}``.
+- Endpoint URL / Region: an S3-compatible store's endpoint and the bucket's region (s3fs's ``client_kwargs``);
+- Extra: any other fsspec storage options, e.g. ``{"config_kwargs": {"s3": {"addressing_style": "path"}}}``.
+
+The form's labels, placeholders and fields are declared in ``get_provider_info.py`` (Airflow reads them from
+there, with or without the FAB provider).
 
 Airflow's standard cloud connections (``aws``, ``google_cloud_platform``, ``wasb``) work too, as
 ``storage_conn_id``: their credentials become the storage options (``hooks/storage_options.py``).
@@ -46,23 +50,6 @@ class CheckpointStorageHook(BaseHook):
     def __init__(self, storage_conn_id: str | None = None, **kwargs: Any):
         super().__init__(**kwargs)
         self.storage_conn_id = storage_conn_id
-
-    @classmethod
-    def get_ui_field_behaviour(cls) -> dict[str, Any]:
-        """The connection form: only fields that do something, secrets in the masked password field."""
-        return {
-            "hidden_fields": ["schema", "port"],
-            "relabeling": {
-                "host": "Default checkpoint root (path or fsspec URL)",
-                "login": "Access key id (fsspec key)",
-                "password": "Secret access key (fsspec secret)",
-                "extra": "Other fsspec storage options (JSON)",
-            },
-            "placeholders": {
-                "host": "s3://bucket/checkpoints",
-                "extra": '{"client_kwargs": {"endpoint_url": "http://127.0.0.1:9000"}}',
-            },
-        }
 
     @staticmethod
     def storage_options_of(connection: Any) -> dict[str, Any]:

@@ -36,9 +36,29 @@ def _refuse(connection: Any, extra: dict[str, Any], fields: tuple[str, ...], kin
         )
 
 
+# The form's own extra fields (get_provider_info.py's conn-fields): s3fs takes them inside client_kwargs.
+_CLIENT_FIELDS = ("endpoint_url", "region_name")
+
+
 def _checkpoint_storage(connection: Any, extra: dict[str, Any]) -> dict[str, Any]:
-    # Our own form: the extra JSON is fsspec options as they are; Login / Password are key / secret.
-    options = dict(extra)
+    # Our own form: Login / Password are key / secret, the Endpoint URL and Region fields go into client_kwargs
+    # (an empty field is left out), and the rest of the extra JSON is fsspec options as they are.
+    options = {name: value for name, value in extra.items() if name not in _CLIENT_FIELDS}
+    client = {name: extra[name] for name in _CLIENT_FIELDS if extra.get(name)}
+    if client:
+        given = options.get("client_kwargs") or {}
+        if not isinstance(given, dict):
+            raise AirflowException(
+                f"connection {connection.conn_id!r}: the extra's client_kwargs must be a JSON object, not "
+                f"{type(given).__name__}"
+            )
+        clash = sorted(name for name in client if name in given and given[name] != client[name])
+        if clash:
+            raise AirflowException(
+                f"connection {connection.conn_id!r} sets {', '.join(clash)} both in its form field and in the "
+                "extra's client_kwargs, to different values; keep one of them"
+            )
+        options["client_kwargs"] = {**given, **client}
     if connection.login:
         options["key"] = connection.login
     if connection.password:
@@ -123,7 +143,8 @@ _BY_TYPE = {
 def storage_options_from(connection: Any) -> dict[str, Any]:
     """The fsspec storage options a connection stands for; a clear error for a type that cannot say.
 
-    ``checkpoint_storage``: Login / Password are ``key`` / ``secret``, the extra JSON is passed as it is.
+    ``checkpoint_storage``: Login / Password are ``key`` / ``secret``, the Endpoint URL and Region fields
+    become ``client_kwargs``, the rest of the extra JSON is passed as it is.
     ``aws``: Login / Password, and the extra's ``aws_session_token``, ``profile_name``, ``endpoint_url``,
     ``region_name`` and ``verify``. ``google_cloud_platform``: ``key_path`` or ``keyfile_dict``, and
     ``project``. ``wasb``: Login / Password as account name / key, or ``connection_string``, ``sas_token``.

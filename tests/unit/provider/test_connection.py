@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 
@@ -22,9 +23,45 @@ def test_every_visible_field_becomes_a_storage_option_or_the_root(rooted: Path):
         "secret": "not-a-real-secret",
     }
     assert hook.root(None) == str(rooted) and hook.root("/elsewhere") == "/elsewhere"
-    form = CheckpointStorageHook.get_ui_field_behaviour()
-    assert set(form["hidden_fields"]) == {"schema", "port"}, "shown: host, login, password (masked), extra"
-    assert "secret" in form["relabeling"]["password"].lower() and "root" in form["relabeling"]["host"].lower()
+
+
+def test_the_connection_form_is_what_airflows_api_serves_to_its_ui(caplog):
+    """Airflow 3.3 builds the form from provider info (no FAB provider, no wtforms): the API's own service
+    returns our name, labels, placeholders, hidden fields and the two extra fields."""
+    from airflow.api_fastapi.core_api.services.ui.connections import HookMetaService
+
+    HookMetaService.hook_meta_data.cache_clear()
+    with caplog.at_level(logging.INFO):
+        meta = next(m for m in HookMetaService.hook_meta_data() if m.connection_type == "checkpoint_storage")
+    assert meta.hook_name == "Checkpoint Storage (fsspec)"
+    fields = meta.standard_fields
+    assert fields.url_schema.hidden and fields.port.hidden, "schema and port do nothing here"
+    assert not fields.host.hidden and "root" in fields.host.title.lower()
+    assert fields.host.placeholder == "s3://bucket/checkpoints"
+    assert "secret" in fields.password.title.lower() and "key" in fields.login.title.lower()
+    assert set(meta.extra_fields) == {"endpoint_url", "region_name"}
+    assert meta.extra_fields["endpoint_url"]["schema"]["title"] == "Endpoint URL"
+    assert "not fully initialized" not in caplog.text
+
+
+def test_the_forms_endpoint_and_region_become_client_kwargs(monkeypatch):
+    form = {"endpoint_url": "http://minio:9000", "region_name": "eu-west-1", "config_kwargs": {"retries": 1}}
+    connection = {"conn_type": "checkpoint_storage", "login": "k", "password": "s", "extra": form}
+    monkeypatch.setenv("AIRFLOW_CONN_FORMED", json.dumps(connection))
+    assert CheckpointStorageHook("formed").storage_options() == {
+        "client_kwargs": {"endpoint_url": "http://minio:9000", "region_name": "eu-west-1"},
+        "config_kwargs": {"retries": 1},
+        "key": "k",
+        "secret": "s",
+    }
+    # A form saved with its fields left empty passes nothing for them.
+    empty = {"conn_type": "checkpoint_storage", "extra": {"endpoint_url": None, "region_name": ""}}
+    monkeypatch.setenv("AIRFLOW_CONN_FORMED", json.dumps(empty))
+    assert CheckpointStorageHook("formed").storage_options() == {}
+    clash = {"endpoint_url": "http://a:9000", "client_kwargs": {"endpoint_url": "http://b:9000"}}
+    monkeypatch.setenv("AIRFLOW_CONN_FORMED", json.dumps({"conn_type": "checkpoint_storage", "extra": clash}))
+    with pytest.raises(AirflowException, match="sets endpoint_url both in its form field and in the extra"):
+        CheckpointStorageHook("formed").storage_options()
 
 
 def test_test_connection_lists_the_default_root(rooted: Path):
