@@ -9,20 +9,27 @@ from typing import Any
 
 from airflow.configuration import conf
 from airflow.sdk import BaseOperator, Context
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_checkpoint_provider.durations import Duration, to_seconds
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
 from airflow_checkpoint_provider.triggers.savepoint import SavepointTrigger
-from spark_checkpoint_runtime.layout import TERMINAL_STATUSES, key_from
+from spark_checkpoint_runtime.layout import TERMINAL_STATUSES, CheckpointFormatError, ControlChannel, key_from
 
 
 class SavepointOperator(BaseOperator):
     """Ask the running job for a savepoint through ``_control/`` and wait for it (deferrable by default).
 
-    The trigger id is derived from the DAG run and task, so a retry returns the same savepoint instead of
-    taking another. Fails clearly when no run of the job is alive or the savepoint does not complete in
-    ``timeout``. Returns the savepoint's path to XCom (and pushes ``savepoint_id`` and ``batch_id``).
+    Each try asks anew: the trigger id is derived from the DAG run, the task, its map index and its try
+    number, so a retry after a failed or timed-out savepoint takes a new one rather than reading the old
+    answer. A request nobody waits for any more (the task timed out, or was killed while it waited in the
+    worker) is withdrawn, so a job that was slow to look does not take it, or stop for it, later.
+
+    Failures are split the way retries need. Definitive, raised as ``AirflowFailException`` (no retry is
+    spent): no job of that name has ever written to the root, an argument that is not valid, a target
+    directory the job refuses. Transient, raised as ``AirflowException`` (a retry may succeed): no run of the
+    job is alive right now, the savepoint failed or expired in the job, or it did not complete in ``timeout``.
+    Returns the savepoint's path to XCom (and pushes ``savepoint_id`` and ``batch_id``).
 
     :param job_name: the running job (templated).
     :param checkpoint_root: its checkpoint root (templated);
@@ -62,23 +69,32 @@ class SavepointOperator(BaseOperator):
         self.storage_conn_id = storage_conn_id
         self.deferrable = deferrable
         self.poll_interval = to_seconds(poll_interval, name="poll_interval")
+        self._waiting: tuple[ControlChannel, str] | None = None  # the request a non-deferred wait is for
 
     def trigger_id(self, context: Context) -> str:
-        """The request's id: one per task instance, so each mapped task asks for a savepoint of its own."""
+        """The request's id: one per try of each task instance (mapped tasks and retries ask anew)."""
         ti = context["ti"]
         map_index = getattr(ti, "map_index", -1)
         mapped = f".{map_index}" if isinstance(map_index, int) and map_index >= 0 else ""
-        return key_from(f"{ti.dag_id}.{ti.task_id}.{ti.run_id}{mapped}")
+        return key_from(f"{ti.dag_id}.{ti.task_id}.{ti.run_id}{mapped}.try{ti.try_number}")
 
     def execute(self, context: Context) -> str:
-        self.checkpoint_root = CheckpointStorageHook(self.storage_conn_id).root(self.checkpoint_root)
-        stop = self.stop if isinstance(self.stop, bool) else str(self.stop).strip().lower() == "true"
-        timeout = to_seconds(self.timeout, name="timeout")
+        try:
+            timeout = to_seconds(self.timeout, name="timeout")
+            stop = _as_bool(self.stop, name="stop")
+            self.checkpoint_root = CheckpointStorageHook(self.storage_conn_id).root(self.checkpoint_root)
+            control = CheckpointStorageHook(self.storage_conn_id).control(self.checkpoint_root, self.job_name)
+        except (ValueError, CheckpointFormatError) as exc:
+            raise AirflowFailException(f"savepoint of job {self.job_name!r}: {exc}") from None
         trigger_id = self.trigger_id(context)
-        control = CheckpointStorageHook(self.storage_conn_id).control(self.checkpoint_root, self.job_name)
         try:
             answer = control.request_savepoint(trigger_id, stop=stop, target_directory=self.target_directory or None)
         except LookupError as exc:
+            if not control.storage.fs.exists(control.storage.job_path):
+                raise AirflowFailException(
+                    f"there is no job {self.job_name!r} under {control.storage.root_url}: nothing has run there; "
+                    "check job_name and checkpoint_root"
+                ) from None
             raise AirflowException(str(exc)) from None
         self.log.info("savepoint %s of job %r requested (stop=%s)", trigger_id, self.job_name, stop)
         if answer is not None and answer.get("status") in TERMINAL_STATUSES:
@@ -96,21 +112,39 @@ class SavepointOperator(BaseOperator):
                 method_name="execute_complete",
                 timeout=timedelta(seconds=timeout + 60),  # the trigger reports its own timeout first
             )
+        self._waiting = (control, trigger_id)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             answer = control.response(trigger_id)
             if answer is not None and answer.get("status") in TERMINAL_STATUSES:
+                self._waiting = None
                 return self.execute_complete(context, answer)
             time.sleep(self.poll_interval)
+        self._waiting = None
         return self.execute_complete(context, {"status": "timeout"})
+
+    def on_kill(self) -> None:
+        """Withdraw the request this task waits for in the worker: nobody would read the answer."""
+        if self._waiting is not None:
+            control, trigger_id = self._waiting
+            if control.withdraw(trigger_id):
+                self.log.info("withdrew savepoint request %s of job %r", trigger_id, self.job_name)
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> str:
         status = event.get("status")
         if status == "timeout":
+            hook = CheckpointStorageHook(self.storage_conn_id)  # after a deferral this is a new instance
+            control = hook.control(hook.root(self.checkpoint_root), self.job_name)
+            if control.withdraw(self.trigger_id(context)):
+                outcome = "the job never took the request on, and it is withdrawn"
+            else:
+                outcome = "the job took the request on and may still finish it (see _control/responses/)"
             raise AirflowException(
-                f"savepoint of job {self.job_name!r} did not complete within {self.timeout}; the request stays in "
-                "_control/, so a retry of this task waits for the same savepoint"
+                f"savepoint of job {self.job_name!r} did not complete within {self.timeout}: {outcome}; a retry "
+                "asks for a new savepoint"
             )
+        if status == "rejected":
+            raise AirflowFailException(f"savepoint of job {self.job_name!r} rejected: {event.get('reason')}")
         if status != "completed":
             raise AirflowException(f"savepoint of job {self.job_name!r} {status}: {event.get('reason')}")
         context["ti"].xcom_push(key="savepoint_id", value=event["savepoint_id"])
@@ -119,3 +153,13 @@ class SavepointOperator(BaseOperator):
             "savepoint %s of job %r completed at %s", event["savepoint_id"], self.job_name, event["savepoint_path"]
         )
         return event["savepoint_path"]
+
+
+def _as_bool(value: bool | str, *, name: str) -> bool:
+    """A flag given as a bool or a rendered template ("True", "false")."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text not in ("true", "false"):
+        raise ValueError(f"{name}: {value!r} is not true or false")
+    return text == "true"

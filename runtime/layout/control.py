@@ -189,9 +189,10 @@ class ControlChannel:
                 continue
             trigger_id = base[: -len(".json")]
             try:
-                found.append(
-                    _checked_request(trigger_id, self._read(posixpath.join(self.base, "requests", base)) or {})
-                )
+                data = self._read(posixpath.join(self.base, "requests", base))
+                if data is None:
+                    continue  # withdrawn between the listing and this read: nobody waits for an answer
+                found.append(_checked_request(trigger_id, data))
             except (CheckpointFormatError, TypeError, ValueError) as exc:
                 found.append((trigger_id, str(exc)))
         return ControlPoll(found, sorted(names.get(LEASE_FOLDER, set())))
@@ -267,6 +268,16 @@ class ControlChannel:
             )
         self.request(trigger_id, "savepoint", stop=stop, target_directory=target_directory)
         return None
+
+    def withdraw(self, trigger_id: str) -> bool:
+        """Take back a request nobody will wait for (its task timed out or was killed): True if it was still
+        unanswered and is gone, False if the job had already answered it (then it runs its course). A job that
+        read the request in the same instant may still answer it; the answer then says what it did."""
+        if self.response(trigger_id) is not None:
+            return False
+        self._remove([self._path("requests", trigger_id)])
+        # The job may have taken it on between the two looks: then its answer is there now.
+        return self.response(trigger_id) is None
 
     def prune(self, older_than_s: float, *, now_ms_: int | None = None) -> int:
         """Delete settled control files older than ``older_than_s``: answered requests with their answers, run

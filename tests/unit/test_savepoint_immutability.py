@@ -34,14 +34,16 @@ def test_a_savepoint_into_a_completed_savepoints_folder_fails_and_leaves_it_unto
     assert SavepointFolder(str(tmp_path / "sp")).read_metadata().id == first.result.id
 
 
-def test_each_mapped_savepoint_task_asks_with_its_own_trigger_id():
+def test_each_mapped_savepoint_task_and_each_try_asks_with_its_own_trigger_id():
     from airflow_checkpoint_provider.operators import SavepointOperator
 
     operator = SavepointOperator(task_id="savepoint", job_name="j", checkpoint_root="/tmp/r")
 
-    def trigger_id(map_index: int) -> str:
-        ti = SimpleNamespace(dag_id="d", task_id="savepoint", run_id="manual__1", map_index=map_index)
+    def trigger_id(map_index: int, try_number: int = 1) -> str:
+        ti = SimpleNamespace(
+            dag_id="d", task_id="savepoint", run_id="manual__1", map_index=map_index, try_number=try_number
+        )
         return operator.trigger_id({"ti": ti})
 
-    assert len({trigger_id(0), trigger_id(1), trigger_id(-1)}) == 3
-    assert trigger_id(-1) == "d.savepoint.manual__1", "an unmapped task keeps the id it always had"
+    assert len({trigger_id(0), trigger_id(1), trigger_id(-1), trigger_id(-1, 2), trigger_id(0, 2)}) == 5
+    assert trigger_id(-1) == "d.savepoint.manual__1.try1"

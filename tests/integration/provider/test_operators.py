@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 from spark_checkpoint_runtime.layout import (
     CheckpointMetadata,
@@ -129,13 +131,108 @@ def test_refusals_fail_fast_with_clear_messages(tmp_path: Path, capfd):
 
 
 def test_savepoint_operator_fails_clearly_without_a_job_or_in_time(tmp_path: Path, capfd):
-    # "silent" looks alive (a fresh heartbeat) but never answers: the savepoint must time out, not hang.
+    # "idle" has checkpoints but no run alive; "silent" looks alive (a fresh heartbeat) but never answers: the
+    # savepoint must time out, not hang.
+    write_checkpoint(JobFolder(str(tmp_path), "idle"), 1, [])
     ControlChannel(JobFolder(str(tmp_path), "silent")).heartbeat("run-1", None)
     run = load_dag("savepoint_refusals").test(run_conf={"root": str(tmp_path)})
     assert task_states(run) == {"no_running_job": "failed", "times_out": "failed"}
     output = capfd.readouterr().out
     assert "no running job 'idle'" in output
     assert "did not complete within 3s" in output
+
+
+def test_a_timed_out_savepoint_request_is_withdrawn(tmp_path: Path, capfd):
+    """The task gave up: a job slow to look must not take the savepoint (or stop for it) later."""
+    silent = ControlChannel(JobFolder(str(tmp_path), "silent"))
+    silent.heartbeat("run-1", None)  # alive, never answers
+    run = load_dag("savepoint_timeout_in_seconds").test(run_conf={"root": str(tmp_path)})
+    assert task_states(run) == {"times_out": "failed"}
+    assert "the job never took the request on, and it is withdrawn" in capfd.readouterr().out
+    assert silent.pending() == [], "no request left for the job to find later"
+
+
+def test_a_savepoint_task_killed_while_it_waits_withdraws_its_request(tmp_path: Path):
+    """Airflow calls on_kill when the task is killed (marked failed, SIGTERM): the request goes with it."""
+    from airflow.sdk.exceptions import AirflowException
+
+    from airflow_checkpoint_provider.operators import SavepointOperator
+
+    silent = ControlChannel(JobFolder(str(tmp_path), "silent"))
+    silent.heartbeat("run-1", None)  # alive, never answers
+    operator = SavepointOperator(
+        task_id="savepoint", job_name="silent", checkpoint_root=str(tmp_path), timeout="4s", poll_interval=0.1
+    )
+    ti = SimpleNamespace(dag_id="d", task_id="savepoint", run_id="manual__1", map_index=-1, try_number=1)
+    outcome: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            operator.execute({"ti": ti})
+        except AirflowException as exc:
+            outcome.append(exc)
+
+    waiting = threading.Thread(target=wait)
+    waiting.start()
+    deadline = time.monotonic() + 10
+    while not silent.pending() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [r.trigger_id for r in silent.pending()] == ["d.savepoint.manual__1.try1"]
+    operator.on_kill()
+    assert silent.pending() == [], "the killed task's request is withdrawn"
+    waiting.join()
+    assert outcome and "did not complete within 4s" in str(outcome[0])
+
+
+class Responder(threading.Thread):
+    """Answers savepoint requests the way a running job does (heartbeat, then an answer in ``_control/``): a
+    job that fails the first savepoint and completes the next, and one that refuses every target."""
+
+    def __init__(self, root: Path):
+        super().__init__(daemon=True)
+        self.flaky = ControlChannel(JobFolder(str(root), "flaky"))
+        self.picky = ControlChannel(JobFolder(str(root), "picky"))
+        self.asked: list[str] = []
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            for control in (self.flaky, self.picky):
+                control.heartbeat("run-1", None)
+                for request in control.pending():
+                    self.asked.append(request.trigger_id)
+                    if control is self.picky:
+                        answer = {"status": "rejected", "reason": "target_directory is inside another job"}
+                    elif len([t for t in self.asked if t.startswith("savepoint_retries.second_try")]) == 1:
+                        answer = {"status": "failed", "reason": "the upload failed", "run_id": "run-1"}
+                    else:
+                        answer = {"status": "completed", "savepoint_path": "/sp/1", "savepoint_id": 1, "batch_id": 4}
+                    control.respond(request.trigger_id, answer)
+            time.sleep(0.1)
+
+
+def test_definitive_savepoint_failures_spend_no_retry_and_each_try_asks_anew(tmp_path: Path, capfd):
+    responder = Responder(tmp_path)
+    responder.start()
+    try:
+        run = load_dag("savepoint_retries").test(run_conf={"root": str(tmp_path)})
+    finally:
+        responder.done.set()
+        responder.join()
+    tries = {ti.task_id: (str(ti.state), ti.try_number) for ti in run.get_task_instances()}
+    assert tries == {
+        "no_such_job": ("failed", 1),  # nothing ever ran under that name: retrying cannot help
+        "bad_timeout": ("failed", 1),
+        "refused": ("failed", 1),  # the job refused the request itself
+        "second_try": ("success", 2),  # the first savepoint failed in the job: the retry took a new one
+    }, tries
+    second = sorted(t for t in responder.asked if t.startswith("savepoint_retries.second_try"))
+    assert len(second) == 2 and second[0] != second[1], second
+    assert xcom(run, "second_try") == "/sp/1"
+    output = capfd.readouterr().out
+    assert "there is no job 'never' under" in output and "check job_name and checkpoint_root" in output
+    assert "timeout: 'soon'" in output
+    assert "rejected: target_directory is inside another job" in output
 
 
 def test_a_savepoint_timeout_given_as_a_number_is_seconds(tmp_path: Path):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from airflow.sdk import DAG, Param
 
@@ -58,6 +58,22 @@ with DAG(dag_id="savepoint_refusals", schedule=None, start_date=datetime(2026, 1
 with DAG(dag_id="savepoint_timeout_in_seconds", schedule=None, start_date=datetime(2026, 1, 1), params=PARAMS):
     SavepointOperator(
         task_id="times_out", job_name="silent", checkpoint_root="{{ params.root }}", timeout=3, poll_interval=0.5
+    )
+
+# Retries at once: a definitive failure must not use them, a transient one must, each try asking anew.
+RETRY_AT_ONCE = {"retries": 2, "retry_delay": timedelta(0)}
+with DAG(
+    dag_id="savepoint_retries",
+    schedule=None,
+    start_date=datetime(2026, 1, 1),
+    params=PARAMS,
+    default_args=RETRY_AT_ONCE,
+):
+    SavepointOperator(task_id="no_such_job", job_name="never", checkpoint_root="{{ params.root }}")
+    SavepointOperator(task_id="bad_timeout", job_name="flaky", checkpoint_root="{{ params.root }}", timeout="soon")
+    SavepointOperator(task_id="refused", job_name="picky", checkpoint_root="{{ params.root }}", poll_interval=0.2)
+    SavepointOperator(
+        task_id="second_try", job_name="flaky", checkpoint_root="{{ params.root }}", timeout="30s", poll_interval=0.2
     )
 
 with DAG(dag_id="stop_checks", schedule=None, start_date=datetime(2026, 1, 1), params=PARAMS):
