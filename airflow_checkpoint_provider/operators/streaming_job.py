@@ -22,6 +22,7 @@ from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStora
 from airflow_checkpoint_provider.hooks.kill_watch import KILL_POLL_SECONDS, KillWatch
 from airflow_checkpoint_provider.hooks.streaming_job import StreamingJobHook
 from airflow_checkpoint_provider.links import CheckpointHistoryLink, SparkUILink
+from airflow_checkpoint_provider.redaction import public_url
 from airflow_checkpoint_provider.sensors.checkpoint import push_checkpoint_keys
 from airflow_checkpoint_provider.ui.roots import job_page_url
 from spark_checkpoint_runtime.layout import CheckpointFormatError, ControlChannel, key_from
@@ -272,7 +273,7 @@ class CheckpointedStreamingJobOperator(BaseOperator):
         )
         control = self.storage_hook.control(self.checkpoint_root, self.job_name)
         page = job_page_url(self.checkpoint_root, self.job_name)
-        CheckpointHistoryLink().persist(context, page or control.storage.url_of(control.storage.job_path))
+        CheckpointHistoryLink().persist(context, page or public_url(control.storage.url_of(control.storage.job_path)))
         spark_ui = self._job_hook.pin_spark_ui()
         if spark_ui:
             SparkUILink().persist(context, spark_ui)

@@ -9,6 +9,7 @@ its interpreter lock: a page over tens of thousands of checkpoints does not slow
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from typing import Annotated, Any
 from urllib.parse import quote
@@ -16,6 +17,7 @@ from urllib.parse import quote
 from fastapi import Depends, FastAPI, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 
+from airflow_checkpoint_provider.redaction import public_url
 from airflow_checkpoint_provider.ui import pages, views
 from airflow_checkpoint_provider.ui.reader import read
 from airflow_checkpoint_provider.ui.roots import ConfiguredRoot, configured_roots
@@ -95,7 +97,7 @@ async def _job(
     root = _root(index)
     history = await read(views.job_history_if_exists, root, job_name, limit)
     if history is None:
-        raise HTTPException(404, f"no job {job_name!r} under {root.url}")
+        raise HTTPException(404, f"no job {job_name!r} under {public_url(root.url)}")
     return root, history
 
 
@@ -103,6 +105,11 @@ async def _overview() -> tuple[list[ConfiguredRoot], list[dict[str, Any]], list[
     roots = configured_roots()
     rows, errors = await read(views.overview, roots)
     return roots, rows, errors
+
+
+def _shown(roots: list[ConfiguredRoot]) -> list[ConfiguredRoot]:
+    """The roots as a page names them: URLs without credentials (only to show; never to read with)."""
+    return [dataclasses.replace(root, url=public_url(root.url)) for root in roots]
 
 
 def owning_dags(run_key: str | None) -> list[str]:
@@ -153,7 +160,7 @@ async def _no_framing_elsewhere(request: Request, call_next):
 async def job_list(user: User) -> str:
     await asyncio.to_thread(_require_view, user)
     roots, rows, errors = await _overview()
-    return pages.job_list_page(rows, roots, errors)
+    return pages.job_list_page(rows, _shown(roots), errors)
 
 
 @app.get("/jobs/{root_index}/{job_name}", response_class=HTMLResponse)
@@ -188,8 +195,8 @@ async def take_savepoint(
     trigger_id = key_from(f"ui-{getattr(user, 'get_name', lambda: 'user')()}-{int(time.time() * 1000)}")
     try:
         await read(views.request_savepoint, root, job_name, trigger_id, stop == "true", retry=False)
-    except LookupError as exc:
-        raise HTTPException(409, str(exc)) from None
+    except LookupError as exc:  # names the root: without credentials
+        raise HTTPException(409, public_url(str(exc))) from None
     return RedirectResponse(f"../{quote(job_name)}?requested={quote(trigger_id)}", status_code=303)
 
 
@@ -198,7 +205,7 @@ async def api_jobs(user: User) -> JSONResponse:
     """Every job under the configured roots, as the list page shows them."""
     await asyncio.to_thread(_require_view, user)
     roots, rows, errors = await _overview()
-    return JSONResponse({"roots": [r.__dict__ for r in roots], "jobs": rows, "errors": errors})
+    return JSONResponse({"roots": [r.__dict__ for r in _shown(roots)], "jobs": rows, "errors": errors})
 
 
 @app.get("/api/jobs/{root_index}/{job_name}")

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
+from airflow_checkpoint_provider.redaction import Redaction, public_url
 from airflow_checkpoint_provider.sensors.health import progress_window
 from airflow_checkpoint_provider.ui.roots import ConfiguredRoot
 from spark_checkpoint_runtime.layout import CheckpointMetadata, ControlChannel, DamagedCheckpoint, JobFolder
@@ -105,7 +106,14 @@ def health(latest: dict[str, Any] | None, any_damaged: bool, now_s: float) -> di
 
 
 def job_history(root: ConfiguredRoot, job_name: str, limit: int = SHOWN_CHECKPOINTS) -> dict[str, Any]:
-    """One job: its newest ``limit`` checkpoints and every savepoint, the restore point, health and live runs."""
+    """One job: its newest ``limit`` checkpoints and every savepoint, the restore point, health and live runs.
+
+    Credentials are removed from every string (``redaction.py``): this is what a page and its JSON show.
+    """
+    return Redaction.for_root(root).value(_job_history(root, job_name, limit))
+
+
+def _job_history(root: ConfiguredRoot, job_name: str, limit: int) -> dict[str, Any]:
     storage = storage_of(root, job_name)
     ids = storage.checkpoints.ids()
     shown_ids = ids[-max(1, min(limit, MAX_SHOWN_CHECKPOINTS)) :]
@@ -145,8 +153,13 @@ def job_history(root: ConfiguredRoot, job_name: str, limit: int = SHOWN_CHECKPOI
     }
 
 
-def job_summary(root: ConfiguredRoot, job_name: str) -> dict[str, Any]:
-    """One row of the job list. Reads only what the restore point needs, not the whole history."""
+def job_summary(root: ConfiguredRoot, job_name: str, redaction: Redaction | None = None) -> dict[str, Any]:
+    """One row of the job list, without credentials. Reads only what the restore point needs, not the whole
+    history. ``redaction``: the root's, when the caller has it already (one connection lookup per root)."""
+    return (redaction or Redaction.for_root(root)).value(_job_summary(root, job_name))
+
+
+def _job_summary(root: ConfiguredRoot, job_name: str) -> dict[str, Any]:
     storage = storage_of(root, job_name)
     ids = storage.checkpoints.ids()
     point, meta = restore_point(storage, ids)
@@ -171,20 +184,24 @@ def job_history_if_exists(root: ConfiguredRoot, job_name: str, limit: int) -> di
 
 
 def overview(roots: list[ConfiguredRoot]) -> tuple[list[dict[str, Any]], list[str]]:
-    """Every job's row under every root, and an error line per root that could not be read."""
+    """Every job's row under every root, and an error line per root (or job) that could not be read: a short
+    reason without credentials, the full error in the API server's log."""
     rows: list[dict[str, Any]] = []
     errors: list[str] = []
     for root in roots:
+        redaction = Redaction.for_root(root)
         try:
             jobs = list_jobs(root)
         except Exception as exc:  # noqa: BLE001 - one unreachable root must not hide the others
-            errors.append(f"root {root.index} ({root.url}): {type(exc).__name__}: {exc}")
+            where = f"root {root.index} ({public_url(root.url)})"
+            errors.append(f"{where}: {redaction.reason(exc, f'listing {where}')}")
             continue
         for job in jobs:
             try:
-                rows.append(job_summary(root, job))
+                rows.append(job_summary(root, job, redaction))
             except Exception as exc:  # noqa: BLE001 - nor one unreadable job the rest of its root
-                errors.append(f"job {job!r} under root {root.index}: {type(exc).__name__}: {exc}")
+                where = f"job {job!r} under root {root.index}"
+                errors.append(f"{where}: {redaction.reason(exc, f'reading {where}')}")
     return rows, errors
 
 

@@ -97,3 +97,53 @@ def test_the_history_link_names_the_job_page_when_its_root_is_configured(tmp_pat
     monkeypatch.setenv("AIRFLOW__API__BASE_URL", "http://airflow.example:8080/")
     assert job_page_url(str(tmp_path), "orders") == "http://airflow.example:8080/checkpoints/jobs/1/orders"
     assert job_page_url("/not/configured", "orders") is None
+
+
+def test_no_credential_reaches_a_page_its_json_or_an_error_line(monkeypatch):
+    """Secrets fed through every way a page renders text: the root URL's user info, the connection's Login,
+    Password and extra, checkpoint and savepoint paths, damage reasons, a live run, and a root whose listing
+    fails with the secrets in its message. None is shown; each error is a short reason."""
+    import json
+
+    from airflow_checkpoint_provider.ui import app
+    from spark_checkpoint_runtime.layout import ControlChannel
+
+    secrets = ["AKIAUSERINFO", "pw-in-the-url-77", "conn-password-88", "extra-token-99", "pw-second-root-55"]
+    url = "memory://AKIAUSERINFO:pw-in-the-url-77@redaction-bucket/ck"
+    connection = {
+        "conn_type": "checkpoint_storage",
+        "password": "conn-password-88",
+        "extra": {"token": "extra-token-99", "endpoint_url": "http://127.0.0.1:9"},
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_SECRET_ROOT", json.dumps(connection))
+    roots = [ConfiguredRoot(0, url, "secret_root"), ConfiguredRoot(1, "sftp://ops:pw-second-root-55@host/ck?sig=x")]
+    storage = JobFolder(url, "orders")
+    write_checkpoint(storage, 1, ["state/0/0/1.delta"])
+    write_checkpoint(storage, 2, ["state/0/0/2.delta"])
+    storage.fs.pipe_file(storage.job_file("chk-2/_metadata"), b"{damaged")
+    storage.fs.pipe_file(storage.savepoints.base + "/savepoint-bad/_metadata", b"{damaged")
+    ControlChannel(storage).heartbeat("run-1", "etl.run_job.manual__1.1")
+    listing = views.list_jobs
+
+    def list_jobs(root):  # the second root fails the way a storage client does: quoting what it was given
+        if root.index == 1:
+            raise PermissionError(f"access denied for {root.url} (password pw-second-root-55)\nstack detail")
+        return listing(root)
+
+    monkeypatch.setattr(views, "list_jobs", list_jobs)
+
+    history = views.job_history(roots[0], "orders")
+    rows, errors = views.overview(roots)
+    shown = [
+        job_page(history, message="", can_savepoint=True),
+        job_list_page(rows, app._shown(roots), errors),
+        json.dumps({"roots": [r.__dict__ for r in app._shown(roots)], "jobs": rows, "errors": errors}),
+        json.dumps(history),
+    ]
+    leaked = [(secret, n) for n, text in enumerate(shown) for secret in secrets if secret in text]
+    assert not leaked, leaked
+    assert [row["job_name"] for row in rows] == ["orders"] and history["checkpoints"][1]["status"].startswith("damaged")
+    assert errors == [
+        "root 1 (sftp://host/ck): PermissionError: access denied for sftp://host/ck (password ***) "
+        "(the API server's log has the full error)"
+    ]
