@@ -1,7 +1,9 @@
 """The checkpoint pages' web app, mounted on the Airflow API server under ``/checkpoints/`` by the plugin.
 
 Every route needs a logged-in user (Airflow's own token: the UI's ``_token`` cookie or a Bearer header);
-viewing needs read access to DAGs, "take savepoint" needs edit access to the DAG whose task runs the job.
+viewing needs read access to DAGs, "take savepoint" needs edit access to the DAG whose task runs the job, and
+each savepoint asked lands in Airflow's audit log with the user. Nothing shown carries credentials
+(``redaction.py``).
 Storage is read in a separate process (``reader``), never in the API server's event loop and never holding
 its interpreter lock: a page over tens of thousands of checkpoints does not slow the server's other pages.
 """
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import time
 from typing import Annotated, Any
 from urllib.parse import quote
@@ -138,6 +141,33 @@ def _may_savepoint(user: Any, history: dict[str, Any]) -> bool:
     return bool(owners) and all(_allowed(user, "PUT", owner) for owner in owners)
 
 
+AUDIT_EVENTS = {False: "checkpoint_savepoint", True: "checkpoint_stop_with_savepoint"}
+
+
+def _audit(
+    user: Any, root: ConfiguredRoot, job_name: str, trigger_id: str, stop: bool, history: dict[str, Any]
+) -> None:
+    """Record the request in Airflow's audit log (Browse > Audit Log), as Airflow's own API records actions:
+    the user, the event, and one entry per DAG that may own the running job (none: one entry without)."""
+    from airflow.models.log import Log
+    from airflow.utils.session import create_session
+
+    name = user.get_name() if user is not None else "anonymous"
+    owners = sorted({dag for run in history["live_runs"] for dag in owning_dags(run.get("run_key"))})
+    extra = json.dumps(
+        {
+            "job_name": job_name,
+            "checkpoint_root": public_url(root.url),
+            "trigger_id": trigger_id,
+            "run_keys": [run.get("run_key") for run in history["live_runs"]],
+            "method": "POST",
+        }
+    )
+    with create_session() as session:
+        for dag_id in owners or [None]:
+            session.add(Log(event=AUDIT_EVENTS[stop], owner=name, owner_display_name=name, extra=extra, dag_id=dag_id))
+
+
 # No interactive docs: they would be served without Airflow's auth.
 app = FastAPI(
     title="Checkpoints",
@@ -197,6 +227,7 @@ async def take_savepoint(
         await read(views.request_savepoint, root, job_name, trigger_id, stop == "true", retry=False)
     except LookupError as exc:  # names the root: without credentials
         raise HTTPException(409, public_url(str(exc))) from None
+    await asyncio.to_thread(_audit, user, root, job_name, trigger_id, stop == "true", history)
     return RedirectResponse(f"../{quote(job_name)}?requested={quote(trigger_id)}", status_code=303)
 
 

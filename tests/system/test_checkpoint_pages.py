@@ -141,6 +141,11 @@ def test_checkpoint_pages_show_history_savepoints_and_damage_behind_airflows_aut
         savepoints = wait_until(lambda: table_rows(browser, "savepoints"), 30, "the savepoints table")
         saved = json.loads(next(job_folder.glob("savepoints/*/_metadata")).read_text())
         assert savepoints[saved["id"]]["Batch"] == str(saved["batch_id"])
+        # The request is in Airflow's audit log with the user, read back through Airflow's own API.
+        status, answer = request(f"{airflow.url}/api/v2/eventLogs?event=checkpoint_savepoint", token=admin)
+        audit = json.loads(answer)["event_logs"]
+        assert status == 200 and [(e["event"], e["owner"]) for e in audit] == [("checkpoint_savepoint", "admin")], audit
+        assert json.loads(audit[0]["extra"])["job_name"] == "orders"
 
         # A viewer may look, not take a savepoint.
         viewer = token_for(airflow, "viewer")
