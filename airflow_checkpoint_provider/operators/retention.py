@@ -36,7 +36,14 @@ class CheckpointRetentionOperator(BaseOperator):
         (every kept and deleted path) is stored at ``report_path`` (``<job>/_reports/retention-<run>.json``).
     """
 
-    template_fields: Sequence[str] = ("job_name", "checkpoint_root", "num_retained", "dry_run")
+    template_fields: Sequence[str] = (
+        "job_name",
+        "checkpoint_root",
+        "num_retained",
+        "dry_run",
+        "savepoint_max_age",
+        "orphan_grace_period",
+    )
     ui_color = "#f0e4e4"
 
     def __init__(

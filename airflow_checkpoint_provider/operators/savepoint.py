@@ -36,15 +36,22 @@ class SavepointOperator(BaseOperator):
         default: the Host of the ``storage_conn_id`` connection.
     :param stop: stop the job after the savepoint (finish the batch, savepoint, commit, exit 0) (templated).
     :param target_directory: where the savepoint goes; default ``<root>/<job>/savepoints/`` (templated).
-    :param timeout: how long to wait: seconds, a ``timedelta`` or e.g. ``"5min"``.
+    :param timeout: how long to wait: seconds, a ``timedelta`` or e.g. ``"5min"`` (templated).
     :param storage_conn_id: ``checkpoint_storage`` connection, if the storage needs credentials.
     :param deferrable: wait in the triggerer instead of holding a worker slot (default: Airflow's
         ``[operators] default_deferrable``).
     :param poll_interval: time between looks for the answer when not deferred (seconds, a ``timedelta`` or
-        e.g. ``"2s"``).
+        e.g. ``"2s"``; templated).
     """
 
-    template_fields: Sequence[str] = ("job_name", "checkpoint_root", "stop", "target_directory")
+    template_fields: Sequence[str] = (
+        "job_name",
+        "checkpoint_root",
+        "stop",
+        "target_directory",
+        "timeout",
+        "poll_interval",
+    )
     ui_color = "#efe4f4"
 
     def __init__(
@@ -68,7 +75,7 @@ class SavepointOperator(BaseOperator):
         self.timeout = timeout
         self.storage_conn_id = storage_conn_id
         self.deferrable = deferrable
-        self.poll_interval = to_seconds(poll_interval, name="poll_interval")
+        self.poll_interval = poll_interval
         self._waiting: tuple[ControlChannel, str] | None = None  # the request a non-deferred wait is for
 
     def trigger_id(self, context: Context) -> str:
@@ -81,6 +88,7 @@ class SavepointOperator(BaseOperator):
     def execute(self, context: Context) -> str:
         try:
             timeout = to_seconds(self.timeout, name="timeout")
+            poll_interval = to_seconds(self.poll_interval, name="poll_interval")
             stop = _as_bool(self.stop, name="stop")
             self.checkpoint_root = CheckpointStorageHook(self.storage_conn_id).root(self.checkpoint_root)
             control = CheckpointStorageHook(self.storage_conn_id).control(self.checkpoint_root, self.job_name)
@@ -107,7 +115,7 @@ class SavepointOperator(BaseOperator):
                     trigger_id=trigger_id,
                     timeout=timeout,
                     storage_conn_id=self.storage_conn_id,
-                    poll_interval=self.poll_interval,
+                    poll_interval=poll_interval,
                 ),
                 method_name="execute_complete",
                 timeout=timedelta(seconds=timeout + 60),  # the trigger reports its own timeout first
@@ -119,7 +127,7 @@ class SavepointOperator(BaseOperator):
             if answer is not None and answer.get("status") in TERMINAL_STATUSES:
                 self._waiting = None
                 return self.execute_complete(context, answer)
-            time.sleep(self.poll_interval)
+            time.sleep(poll_interval)
         self._waiting = None
         return self.execute_complete(context, {"status": "timeout"})
 

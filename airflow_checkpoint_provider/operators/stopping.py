@@ -58,6 +58,7 @@ class StopStreamingJobOperator(BaseOperator):
         "started_after",
         "stop_timeout",
         "kill_timeout",
+        "poll_interval",
     )
     ui_color = "#f8e4e4"
 
@@ -82,11 +83,12 @@ class StopStreamingJobOperator(BaseOperator):
         self.stop_timeout = stop_timeout
         self.kill_timeout = kill_timeout
         self.storage_conn_id = storage_conn_id
-        self.poll_interval = to_seconds(poll_interval, name="poll_interval")
+        self.poll_interval = poll_interval
 
     def execute(self, context: Context) -> dict[str, Any]:
         stop_timeout = to_seconds(self.stop_timeout, name="stop_timeout")
         kill_timeout = to_seconds(self.kill_timeout, name="kill_timeout")
+        poll_interval = to_seconds(self.poll_interval, name="poll_interval")
         hook = CheckpointStorageHook(self.storage_conn_id)
         storage = hook.storage(hook.root(self.checkpoint_root), self.job_name)
         control, lease = ControlChannel(storage), LeaseFiles(storage)
@@ -114,7 +116,7 @@ class StopStreamingJobOperator(BaseOperator):
         where = f"run {run_id} (lease epoch {epoch}, host {holder.get('host', '?')}, pid {holder.get('pid', '?')})"
         self.log.info("asking %s of job %r to stop: %s", where, self.job_name, self.reason)
         control.request(key_from(f"stop-{run_key or run_id}"), "stop", run_key)
-        if self._wait(ended, stop_timeout):
+        if self._wait(ended, stop_timeout, poll_interval):
             self.log.info("%s stopped", where)
             return {**result, "outcome": "stopped"}
         if not run_key:
@@ -126,7 +128,7 @@ class StopStreamingJobOperator(BaseOperator):
         control.request_kill(
             run_key, f"{self.reason}; it did not answer a stop request within {format_duration(stop_timeout)}"
         )
-        if self._wait(lambda: control.run_report(run_key) is not None, kill_timeout):
+        if self._wait(lambda: control.run_report(run_key) is not None, kill_timeout, poll_interval):
             report = control.run_report(run_key) or {}
             outcome = "killed" if report.get("status") == "killed" else "stopped"
             self.log.info("%s %s", where, outcome)
@@ -138,11 +140,11 @@ class StopStreamingJobOperator(BaseOperator):
             "which fences the old run off; kill its driver by hand if it still runs"
         )
 
-    def _wait(self, done: Any, timeout: float) -> bool:
+    def _wait(self, done: Any, timeout: float, poll_interval: float) -> bool:
         deadline = time.monotonic() + timeout
         while True:
             if done():
                 return True
             if time.monotonic() >= deadline:
                 return False
-            time.sleep(min(self.poll_interval, max(0.0, deadline - time.monotonic())))
+            time.sleep(min(poll_interval, max(0.0, deadline - time.monotonic())))

@@ -135,6 +135,8 @@ class CheckpointedStreamingJobOperator(BaseOperator):
         "py_files",
         "env_vars",
         "runtime_options",
+        "stop_timeout",
+        "kill_poll_interval",
     )
     template_fields_renderers = {"conf": "json", "env_vars": "json", "runtime_options": "json", "py_files": "json"}
     operator_extra_links = (CheckpointHistoryLink(), SparkUILink())

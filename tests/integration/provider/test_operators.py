@@ -235,6 +235,17 @@ def test_definitive_savepoint_failures_spend_no_retry_and_each_try_asks_anew(tmp
     assert "rejected: target_directory is inside another job" in output
 
 
+def test_every_duration_is_templated_from_params(tmp_path: Path, capfd):
+    ControlChannel(JobFolder(str(tmp_path), "silent")).heartbeat("run-1", None)  # alive, never answers
+    _populate(tmp_path)
+    started = time.monotonic()
+    run = load_dag("templated_durations").test(run_conf={"root": str(tmp_path), "wait": "3s", "grace": "2d"})
+    assert task_states(run) == {"savepoint": "failed", "stop": "success", "retention": "success"}
+    assert time.monotonic() - started >= 3
+    output = capfd.readouterr().out
+    assert "did not complete within 3s" in output, "the rendered timeout, not the param's default"
+
+
 def test_a_savepoint_timeout_given_as_a_number_is_seconds(tmp_path: Path):
     ControlChannel(JobFolder(str(tmp_path), "silent")).heartbeat("run-1", None)  # alive, never answers
     started = time.monotonic()

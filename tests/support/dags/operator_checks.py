@@ -76,6 +76,37 @@ with DAG(
         task_id="second_try", job_name="flaky", checkpoint_root="{{ params.root }}", timeout="30s", poll_interval=0.2
     )
 
+DURATIONS = {"wait": Param("2s", type="string"), "poll": Param("200ms", type="string"), "grace": Param("1h")}
+with DAG(
+    dag_id="templated_durations",
+    schedule=None,
+    start_date=datetime(2026, 1, 1),
+    params={**PARAMS, **DURATIONS},
+):
+    SavepointOperator(
+        task_id="savepoint",
+        job_name="silent",
+        checkpoint_root="{{ params.root }}",
+        timeout="{{ params.wait }}",
+        poll_interval="{{ params.poll }}",
+    )
+    StopStreamingJobOperator(
+        task_id="stop",
+        job_name="idle",
+        checkpoint_root="{{ params.root }}",
+        stop_timeout="{{ params.wait }}",
+        kill_timeout="{{ params.wait }}",
+        poll_interval="{{ params.poll }}",
+    )
+    CheckpointRetentionOperator(
+        task_id="retention",
+        job_name="orders",
+        checkpoint_root="{{ params.root }}",
+        orphan_grace_period="{{ params.grace }}",
+        savepoint_max_age="{{ params.grace }}",
+        dry_run=True,
+    )
+
 with DAG(dag_id="stop_checks", schedule=None, start_date=datetime(2026, 1, 1), params=PARAMS):
     StopStreamingJobOperator(task_id="nothing_to_stop", job_name="idle", checkpoint_root="{{ params.root }}")
     StopStreamingJobOperator(  # another DAG's run holds the job since before this DAG run: not ours to stop
