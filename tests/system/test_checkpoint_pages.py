@@ -12,12 +12,15 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from airflow_checkpoint_provider.hooks.storage_options import storage_options_from
 from spark_checkpoint_runtime.durations import format_bytes, format_duration
 from spark_checkpoint_runtime.layout import JobFolder
 from tests.support.helpers import REPO, Landing, completed_checkpoints, continuous_counts_args, start_module, wait_for
@@ -65,6 +68,47 @@ def log_in(browser, airflow: LocalAirflow, user: str, next_path: str) -> None:
     browser.find_element(By.CSS_SELECTOR, "input[name='password']").send_keys(PASSWORDS[user])
     browser.find_element(By.CSS_SELECTOR, "button[type='submit']").click()
     wait_until(lambda: next_path in browser.current_url and "login" not in browser.current_url, 60, "the login")
+
+
+def add_connection_from_the_form(browser, airflow: LocalAirflow, shots: Screenshots) -> None:
+    """Admin > Connections > Add Connection: a checkpoint_storage connection ``ck_form``, filled in and saved."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    def button(scope, text: str):
+        return next((b for b in scope.find_elements(By.TAG_NAME, "button") if b.text == text), None)
+
+    browser.get(f"{airflow.url}/connections")
+    wait_until(lambda: button(browser, "Add Connection"), 60, "the Add Connection button").click()
+    dialog = wait_until(lambda: browser.find_element(By.CSS_SELECTOR, "[role='dialog']"), 30, "the dialog")
+    kind = dialog.find_element(By.CSS_SELECTOR, "input[role='combobox']")
+    kind.send_keys("Checkpoint Storage")
+    time.sleep(1)  # the list filters as it is typed
+    kind.send_keys(Keys.ENTER)
+    wait_until(lambda: dialog.find_element(By.NAME, "host"), 30, "the connection type's fields")
+    shown = dialog.text
+    for label in (
+        "Checkpoint Storage (fsspec)",
+        "Default checkpoint root (path or fsspec URL)",
+        "Access key id (fsspec key)",
+        "Secret access key (fsspec secret)",
+    ):
+        assert label in shown, (label, shown)
+    assert "Port" not in shown.splitlines() and "Schema" not in shown.splitlines(), shown
+    assert dialog.find_element(By.NAME, "host").get_attribute("placeholder") == "s3://bucket/checkpoints"
+    assert dialog.find_element(By.NAME, "password").get_attribute("type") == "password"
+    dialog.find_element(By.NAME, "connection_id").send_keys("ck_form")
+    dialog.find_element(By.NAME, "host").send_keys("s3://bucket/ck")
+    dialog.find_element(By.NAME, "login").send_keys("AKIAFORM")
+    dialog.find_element(By.NAME, "password").send_keys("form-secret-1")
+    button(dialog, "Extra Fields").click()
+    endpoint = wait_until(lambda: dialog.find_element(By.NAME, "element_endpoint_url"), 30, "the Endpoint URL field")
+    assert "Endpoint URL" in dialog.text and "Region" in dialog.text, dialog.text
+    endpoint.send_keys("http://minio:9000")
+    shots.take(browser, "checkpoint-storage-connection-form")
+    button(dialog, "Save").click()
+    saved = "SELECT conn_type FROM connection WHERE conn_id = 'ck_form'"
+    airflow.wait_for(lambda: airflow.query(saved) == [("checkpoint_storage",)], 30, "the saved connection")
 
 
 def table_rows(browser, table_id: str) -> dict[int, dict[str, str]]:
@@ -213,6 +257,20 @@ def test_checkpoint_pages_show_history_savepoints_and_damage_behind_airflows_aut
         assert api["restore_point"]["id"] == ids[-2] and api["restore_point"]["damaged"][0]["id"] == newest
         assert "<svg" in browser.page_source, "the duration and size charts"
         shots.take(browser, "checkpoints-job")
+
+        # The checkpoint_storage connection form, as Airflow 3.3 shows it from the provider info: labels,
+        # placeholders and the Endpoint URL field; what is saved becomes the storage options.
+        add_connection_from_the_form(browser, airflow, shots)
+        saved = airflow.airflow("connections", "get", "ck_form", "-o", "json")
+        assert saved.returncode == 0, saved.stderr[-2000:]
+        connection = json.loads(saved.stdout)[0]
+        fields = ("conn_id", "conn_type", "login", "password", "extra_dejson")
+        options = storage_options_from(SimpleNamespace(**{k: connection[k] for k in fields}))
+        assert options == {
+            "client_kwargs": {"endpoint_url": "http://minio:9000"},
+            "key": "AKIAFORM",
+            "secret": "form-secret-1",
+        }
     finally:
         if job.poll() is None:
             job.kill()

@@ -249,7 +249,9 @@ def test_restore_automation_stops_a_frozen_driver_and_restores_the_job(cluster: 
         airflow.start()
         parsed = "SELECT count(*) FROM dag WHERE dag_id = 'restore_automation'"
         airflow.wait_for(lambda: airflow.query(parsed)[0][0] == 1, 180, "the DAG to be parsed")
-        conf = {"max_age": "20s", "checkpoint_interval": "1s", "stop_timeout": "10s"}
+        # 60 s, not less: with two pytest workers on two cores a healthy job's checkpoints were once 20 s apart,
+        # and the watch rightly judged it stalled before the driver was frozen.
+        conf = {"max_age": "60s", "checkpoint_interval": "1s", "stop_timeout": "10s"}
         triggered = airflow.airflow("dags", "trigger", "restore_automation", "--conf", json.dumps(conf))
         assert triggered.returncode == 0, triggered.stderr[-2000:]
         run_id = airflow.wait_for(lambda: airflow.dag_runs("restore_automation"), 60, "the run")[-1][0]
@@ -260,9 +262,15 @@ def test_restore_automation_stops_a_frozen_driver_and_restores_the_job(cluster: 
         airflow.wait_for(
             lambda: airflow.task_states("restore_automation", run_id).get("first_checkpoint") == "success", 300, "chk"
         )
+
         # On a busy machine the watch may still be starting when the first checkpoint lands: wait for it to defer
         # (120 s was not enough once, with the soak and the UI tests beside it on two cores).
-        airflow.wait_for(lambda: airflow.query(watching, run_id), 300, "the health watch to defer")
+        def deferred() -> bool:
+            watch = airflow.task_states("restore_automation", run_id).get("watch_health")
+            assert watch not in ("failed", "success"), f"the health watch ended ({watch}) before the driver froze"
+            return bool(airflow.query(watching, run_id))
+
+        airflow.wait_for(deferred, 300, "the health watch to defer")
         assert airflow.query(watching, run_id) == [
             ("airflow_checkpoint_provider.triggers.health.RunningJobHealthTrigger",)
         ]
