@@ -59,14 +59,18 @@ def asset_uri(path: str) -> str:
     return path.rstrip("/") if "://" in path else f"file://{os.path.abspath(path)}"
 
 
-def output_outlet(sink: str, job_name: str, task_id: str) -> Asset | AssetAlias | None:
+def output_outlet(sink: str, job_name: str, task_id: str, dag_id: str) -> Asset | AssetAlias | None:
     """What the operator declares as its outlet: an Asset for a fixed output path, an AssetAlias where the path
-    (or the job name) is templated, nothing for sinks without an output folder."""
+    (or the job name) is templated, nothing for sinks without an output folder.
+
+    The alias is named ``checkpoint-output:<dag_id>:<job name>`` (the task id where the job name is templated):
+    scoped by DAG, so two DAGs that run jobs of one name never feed one alias by accident.
+    """
     output = sink_output(sink)
     if output is None:
         return None
     if "{{" in output or "{%" in output:
-        return AssetAlias(name=f"checkpoint-output:{job_name if '{' not in job_name else task_id}")
+        return AssetAlias(name=f"checkpoint-output:{dag_id}:{job_name if '{' not in job_name else task_id}")
     return Asset(uri=asset_uri(output))
 
 
@@ -175,10 +179,11 @@ class CheckpointedStreamingJobOperator(BaseOperator):
         ),
         **kwargs: Any,
     ):
-        outlet = output_outlet(sink, job_name, kwargs.get("task_id", "")) if emit_assets else None
-        if outlet is not None and not kwargs.get("outlets"):
-            kwargs["outlets"] = [outlet]
         super().__init__(**kwargs)
+        # After BaseOperator's init: the DAG (given, or the one in context) is known, and names the alias.
+        outlet = output_outlet(sink, job_name, self.task_id, self.dag_id) if emit_assets else None
+        if outlet is not None and not self.outlets:
+            self.add_outlets([outlet])
         self.emit_assets = emit_assets
         self.openlineage_inject_parent_job_info = openlineage_inject_parent_job_info
         self.openlineage_inject_transport_info = openlineage_inject_transport_info

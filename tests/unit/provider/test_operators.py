@@ -39,3 +39,28 @@ def test_durations_at_the_airflow_boundary_are_seconds_timedeltas_or_units():
     values = operator.runtime_values("latest", "k")
     assert (values["checkpoint_interval"], values["max_duration"], values["stop_timeout"]) == ("10s", "300s", "120s")
     assert (values["min_pause"], values["checkpoint_timeout"]) == ("5s", "3600s")
+
+
+def test_an_output_alias_is_scoped_by_its_dag():
+    """Two DAGs run a job of one name with a templated output path: each feeds an alias of its own, so a DAG
+    scheduled on one is never triggered by the other's commits. A fixed path stays the output's Asset."""
+    from datetime import datetime
+
+    from airflow.sdk import DAG, Asset, AssetAlias
+
+    from airflow_checkpoint_provider.operators import CheckpointedStreamingJobOperator
+
+    def job(dag: DAG, sink: str, job_name: str = "orders") -> CheckpointedStreamingJobOperator:
+        with dag:
+            return CheckpointedStreamingJobOperator(
+                task_id="run_job", job_name=job_name, pipeline="examples.pipelines:events", sink=sink
+            )
+
+    templated = "parquet:{{ params.output }}"
+    first, second = (DAG(dag_id, schedule=None, start_date=datetime(2026, 1, 1)) for dag_id in ("etl_a", "etl_b"))
+    assert job(first, templated).outlets == [AssetAlias(name="checkpoint-output:etl_a:orders")]
+    assert job(second, templated).outlets == [AssetAlias(name="checkpoint-output:etl_b:orders")]
+    third = DAG("etl_c", schedule=None, start_date=datetime(2026, 1, 1))
+    assert job(third, templated, "{{ params.job }}").outlets == [AssetAlias(name="checkpoint-output:etl_c:run_job")]
+    fixed = DAG("etl_d", schedule=None, start_date=datetime(2026, 1, 1))
+    assert job(fixed, "parquet:/data/out").outlets == [Asset(uri="file:///data/out")]
