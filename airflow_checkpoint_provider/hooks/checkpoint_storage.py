@@ -24,7 +24,7 @@ import asyncio
 from typing import Any
 
 from airflow.sdk import BaseHook
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_checkpoint_provider.hooks.storage_options import CHECKPOINT_STORAGE, storage_options_from
 from spark_checkpoint_runtime.layout import (
@@ -72,7 +72,7 @@ class CheckpointStorageHook(BaseHook):
             where = f"connection {self.storage_conn_id!r} is a {connection.conn_type} connection, which names no root"
         else:
             where = f"connection {self.storage_conn_id!r} has no Host"
-        raise AirflowException(
+        raise AirflowFailException(
             f"no checkpoint root: the task gives no checkpoint_root and {where}; pass checkpoint_root or set the "
             "Host of a checkpoint_storage connection to the default root"
         )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk.exceptions import AirflowFailException
 
 CHECKPOINT_STORAGE = "checkpoint_storage"
 # Extra fields that change how credentials are obtained in ways fsspec cannot follow: refused, not ignored.
@@ -29,7 +29,7 @@ _AZURE_UNSUPPORTED = (
 def _refuse(connection: Any, extra: dict[str, Any], fields: tuple[str, ...], kind: str) -> None:
     present = sorted(name for name in extra if name in fields or name.rsplit("__", 1)[-1] in fields)
     if present:
-        raise AirflowException(
+        raise AirflowFailException(
             f"connection {connection.conn_id!r} ({kind}) sets {', '.join(present)}, which the checkpoint storage "
             "cannot honour; give it credentials fsspec takes (see storage_options.py), or use a "
             "checkpoint_storage connection"
@@ -48,13 +48,13 @@ def _checkpoint_storage(connection: Any, extra: dict[str, Any]) -> dict[str, Any
     if client:
         given = options.get("client_kwargs") or {}
         if not isinstance(given, dict):
-            raise AirflowException(
+            raise AirflowFailException(
                 f"connection {connection.conn_id!r}: the extra's client_kwargs must be a JSON object, not "
                 f"{type(given).__name__}"
             )
         clash = sorted(name for name in client if name in given and given[name] != client[name])
         if clash:
-            raise AirflowException(
+            raise AirflowFailException(
                 f"connection {connection.conn_id!r} sets {', '.join(clash)} both in its form field and in the "
                 "extra's client_kwargs, to different values; keep one of them"
             )
@@ -69,7 +69,7 @@ def _checkpoint_storage(connection: Any, extra: dict[str, Any]) -> dict[str, Any
 def _aws(connection: Any, extra: dict[str, Any]) -> dict[str, Any]:
     unsupported = sorted(set(extra) & set(_AWS_NEEDS_BOTO))
     if unsupported:
-        raise AirflowException(
+        raise AirflowFailException(
             f"connection {connection.conn_id!r} (aws) sets {', '.join(unsupported)}, which the checkpoint storage "
             "cannot honour (s3fs does not assume roles); give it keys, a profile_name, or no credentials (the "
             "environment's), or use a checkpoint_storage connection"
@@ -153,7 +153,7 @@ def storage_options_from(connection: Any) -> dict[str, Any]:
         return {}
     build = _BY_TYPE.get(connection.conn_type)
     if build is None:
-        raise AirflowException(
+        raise AirflowFailException(
             f"connection {connection.conn_id!r} has type {connection.conn_type!r}, which says nothing about "
             f"checkpoint storage; use one of {', '.join(sorted(_BY_TYPE))}"
         )

@@ -17,7 +17,7 @@ from typing import Any
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseHook
-from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
+from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException
 
 import spark_checkpoint_runtime
 
@@ -75,7 +75,7 @@ class StreamingJobHook(BaseHook):
         try:
             self.get_connection(self.conn_id)
         except AirflowNotFoundException:
-            raise AirflowException(
+            raise AirflowFailException(
                 f"Spark connection {self.conn_id!r} is not defined. Create it (for local Spark: "
                 f'AIRFLOW_CONN_{self.conn_id.upper()}=\'{{"conn_type": "spark", "host": "local[*]"}}\') '
                 "or pass conn_id; without it SparkSubmitHook would silently submit to YARN."

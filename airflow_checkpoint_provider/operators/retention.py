@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow.sdk import BaseOperator, Context
+from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_checkpoint_provider.durations import Duration, optional_seconds, to_seconds
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
@@ -73,12 +74,18 @@ class CheckpointRetentionOperator(BaseOperator):
         self.checkpoint_root = CheckpointStorageHook(self.storage_conn_id).root(self.checkpoint_root)
         storage = CheckpointStorageHook(self.storage_conn_id).storage(self.checkpoint_root, self.job_name)
         dry_run = self.dry_run if isinstance(self.dry_run, bool) else str(self.dry_run).lower() == "true"
+        try:  # arguments that do not parse fail the same way on every try
+            num_retained = int(self.num_retained)
+            savepoint_max_age = optional_seconds(self.savepoint_max_age, name="savepoint_max_age")
+            orphan_grace = to_seconds(self.orphan_grace_period, name="orphan_grace_period")
+        except ValueError as exc:
+            raise AirflowFailException(f"retention of job {self.job_name!r}: {exc}") from None
         plan = plan_job_retention(
             storage,
-            num_retained=int(self.num_retained),
+            num_retained=num_retained,
             savepoint_max_count=self.savepoint_max_count,
-            savepoint_max_age=optional_seconds(self.savepoint_max_age, name="savepoint_max_age"),
-            orphan_grace=to_seconds(self.orphan_grace_period, name="orphan_grace_period"),
+            savepoint_max_age=savepoint_max_age,
+            orphan_grace=orphan_grace,
             now=time.time(),
         )
         if not dry_run:

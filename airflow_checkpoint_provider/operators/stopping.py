@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from airflow.sdk import BaseOperator, Context
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_checkpoint_provider.durations import Duration, to_seconds
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
@@ -86,9 +86,13 @@ class StopStreamingJobOperator(BaseOperator):
         self.poll_interval = poll_interval
 
     def execute(self, context: Context) -> dict[str, Any]:
-        stop_timeout = to_seconds(self.stop_timeout, name="stop_timeout")
-        kill_timeout = to_seconds(self.kill_timeout, name="kill_timeout")
-        poll_interval = to_seconds(self.poll_interval, name="poll_interval")
+        try:  # arguments that do not parse fail the same way on every try
+            stop_timeout = to_seconds(self.stop_timeout, name="stop_timeout")
+            kill_timeout = to_seconds(self.kill_timeout, name="kill_timeout")
+            poll_interval = to_seconds(self.poll_interval, name="poll_interval")
+            since = parse_instant_ms(self.started_after)
+        except ValueError as exc:
+            raise AirflowFailException(f"stopping job {self.job_name!r}: {exc}") from None
         hook = CheckpointStorageHook(self.storage_conn_id)
         storage = hook.storage(hook.root(self.checkpoint_root), self.job_name)
         control, lease = ControlChannel(storage), LeaseFiles(storage)
@@ -98,7 +102,6 @@ class StopStreamingJobOperator(BaseOperator):
             return {"run_key": None, "run_id": None, "outcome": "not_running"}
         run_key, run_id, epoch = holder.get("run_key"), holder.get("run_id"), holder["epoch"]
         result = {"run_key": run_key, "run_id": run_id}
-        since = parse_instant_ms(self.started_after)
         if since is not None and int(holder.get("acquired_ms", 0)) < since:
             self.log.info(
                 "run %s holds job %r since before %s: not the run to stop, left alone",
@@ -119,8 +122,8 @@ class StopStreamingJobOperator(BaseOperator):
         if self._wait(ended, stop_timeout, poll_interval):
             self.log.info("%s stopped", where)
             return {**result, "outcome": "stopped"}
-        if not run_key:
-            raise AirflowException(
+        if not run_key:  # definitive: no retry can kill it either
+            raise AirflowFailException(
                 f"{where} of job {self.job_name!r} did not stop within {format_duration(stop_timeout)}, and it was "
                 "not started by Airflow (no run key), so no task can kill it: kill its driver by hand"
             )

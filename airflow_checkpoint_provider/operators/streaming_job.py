@@ -15,7 +15,7 @@ from airflow.providers.common.compat.openlineage.utils.spark import (
     inject_transport_information_into_spark_properties,
 )
 from airflow.sdk import Asset, AssetAlias, BaseOperator, Context
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_checkpoint_provider.durations import Duration, for_runtime, to_seconds
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
@@ -25,6 +25,7 @@ from airflow_checkpoint_provider.links import CheckpointHistoryLink, SparkUILink
 from airflow_checkpoint_provider.redaction import public_url
 from airflow_checkpoint_provider.sensors.checkpoint import push_checkpoint_keys
 from airflow_checkpoint_provider.ui.roots import job_page_url
+from spark_checkpoint_runtime.errors import EXIT_BAD_INPUT, EXIT_CANNOT_RESTORE
 from spark_checkpoint_runtime.layout import CheckpointFormatError, ControlChannel, key_from
 from spark_checkpoint_runtime.options import RUNTIME_DURATIONS, OptionsError, options_from_mapping
 
@@ -46,6 +47,10 @@ _PASSED_OPTIONS = (
 
 # Never from runtime_options: they would land on spark-submit's command line, which is logged.
 _NOT_RUNTIME_OPTIONS = {"storage_options", "spec"}
+
+
+# The runtime's exit codes for bad input and a restore it refused: a retry would fail the same way.
+DEFINITIVE_EXIT_CODES = (EXIT_BAD_INPUT, EXIT_CANNOT_RESTORE)
 
 
 def sink_output(sink: str) -> str | None:
@@ -220,14 +225,14 @@ class CheckpointedStreamingJobOperator(BaseOperator):
         values = {name: getattr(self, name) for name in _PASSED_OPTIONS if getattr(self, name) not in (None, "")}
         smuggled = sorted(set(self.runtime_options) & _NOT_RUNTIME_OPTIONS)
         if smuggled:
-            raise AirflowException(
+            raise AirflowFailException(
                 f"{self.task_id}: runtime_options may not set {', '.join(smuggled)}: storage options and credentials "
                 "come from the storage connection (storage_conn_id) and travel in a private spec file, never on "
                 "spark-submit's command line"
             )
         twice = sorted(k for k in values if self.runtime_options.get(k) not in (None, ""))
         if twice:
-            raise AirflowException(
+            raise AirflowFailException(
                 f"{self.task_id}: {', '.join(twice)} given both as an argument and in runtime_options; give it once"
             )
         values.update({k: v for k, v in self.runtime_options.items() if v not in (None, "")})
@@ -236,11 +241,11 @@ class CheckpointedStreamingJobOperator(BaseOperator):
             # Airflow's convention (seconds, timedelta, or a unit) to the runtime's, with the unit spelled out.
             values.update({k: for_runtime(v, name=k) for k, v in values.items() if k in RUNTIME_DURATIONS})
         except ValueError as exc:
-            raise AirflowException(f"{self.task_id}: {exc}") from None
+            raise AirflowFailException(f"{self.task_id}: {exc}") from None
         try:
             options_from_mapping(values)
         except (OptionsError, CheckpointFormatError) as exc:
-            raise AirflowException(f"{self.task_id}: {exc}") from None
+            raise AirflowFailException(f"{self.task_id}: {exc}") from None
         return values
 
     def spark_conf(self, context: Context) -> dict[str, Any]:
@@ -301,11 +306,17 @@ class CheckpointedStreamingJobOperator(BaseOperator):
             raise AirflowException(f"job {self.job_name!r} was killed: {watch.reason}") from failure
         report = control.run_report(self._run_key)
         if failure is not None:
-            code = f" (exit {hook.process.returncode})" if hook.process is not None else ""
+            returncode = hook.process.returncode if hook.process is not None else None
+            code = f" (exit {returncode})" if returncode is not None else ""
+            # Bad input or a restore the runtime refused (incompatible, damaged, missing): the same try again
+            # fails the same way, so no retry is spent on it. A failed or held job may do better on a retry.
+            error = AirflowFailException if returncode in DEFINITIVE_EXIT_CODES else AirflowException
             if report and report.get("error"):
-                raise AirflowException(f"job {self.job_name!r} failed{code}: {report['error']}") from failure
+                raise error(f"job {self.job_name!r} failed{code}: {report['error']}") from failure
             if report is None:
                 self._report_silent_end(control, code)
+            if error is AirflowFailException:
+                raise AirflowFailException(str(failure)) from failure
             raise failure
         if report is None:
             raise AirflowException(
@@ -392,7 +403,7 @@ class RestoreFromCheckpointOperator(CheckpointedStreamingJobOperator):
         if self.restore_from in ("latest", "", None):
             self.restore_from = "latest"
             if storage.checkpoints.newest_metadata_id() is None and not self.allow_fresh_start:
-                raise AirflowException(
+                raise AirflowFailException(
                     f"{storage.location} has no checkpoint to restore from; set allow_fresh_start=True "
                     "to start from empty state"
                 )
@@ -400,7 +411,7 @@ class RestoreFromCheckpointOperator(CheckpointedStreamingJobOperator):
             try:
                 storage.resolve_snapshot(self.restore_from)
             except CheckpointFormatError as exc:
-                raise AirflowException(str(exc)) from None
+                raise AirflowFailException(str(exc)) from None
         return super().execute(context)
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from airflow.configuration import conf
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_checkpoint_provider.durations import sensor_durations
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
@@ -32,7 +32,7 @@ def parse_checkpoint_id(value: Any) -> int | None:
     try:
         return int(str(value).strip())
     except ValueError:
-        raise AirflowException(f"newer_than {value!r} is not a checkpoint id (a whole number)") from None
+        raise AirflowFailException(f"newer_than {value!r} is not a checkpoint id (a whole number)") from None
 
 
 def parse_instant_ms(value: Any) -> int | None:
@@ -46,7 +46,7 @@ def parse_instant_ms(value: Any) -> int | None:
         try:
             value = datetime.fromisoformat(str(value).strip())
         except ValueError:
-            raise AirflowException(
+            raise AirflowFailException(
                 f"completed_after {value!r} is not a date and time (ISO 8601, e.g. '{{{{ dag_run.start_date }}}}')"
             ) from None
     if value.tzinfo is None:
@@ -103,7 +103,7 @@ class CheckpointSensor(BaseSensorOperator):
     def _newer_than(self) -> int | None:
         newer, least = parse_checkpoint_id(self.newer_than), parse_checkpoint_id(self.at_least)
         if newer is not None and least is not None:
-            raise AirflowException(f"give newer_than ({newer}) or at_least ({least}), not both")
+            raise AirflowFailException(f"give newer_than ({newer}) or at_least ({least}), not both")
         return least - 1 if least is not None else newer
 
     def poke(self, context: Context) -> PokeReturnValue:

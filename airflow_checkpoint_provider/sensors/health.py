@@ -9,7 +9,7 @@ from typing import Any
 
 from airflow.configuration import conf
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_checkpoint_provider.durations import Duration, sensor_durations, to_seconds
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
@@ -74,13 +74,17 @@ class CheckpointHealthSensor(BaseSensorOperator):
         self.storage_conn_id = storage_conn_id
 
     def window(self) -> float:
-        if self.max_age not in (None, "", "None"):
-            return to_seconds(self.max_age, name="max_age")
-        return progress_window(
-            to_seconds(self.checkpoint_interval, name="checkpoint_interval"),
-            to_seconds(self.checkpoint_timeout, name="checkpoint_timeout"),
-            int(self.tolerable_failed_checkpoints),
-        )
+        """The progress window in seconds; arguments that do not parse are definitive (no retry is spent)."""
+        try:
+            if self.max_age not in (None, "", "None"):
+                return to_seconds(self.max_age, name="max_age")
+            return progress_window(
+                to_seconds(self.checkpoint_interval, name="checkpoint_interval"),
+                to_seconds(self.checkpoint_timeout, name="checkpoint_timeout"),
+                int(self.tolerable_failed_checkpoints),
+            )
+        except ValueError as exc:
+            raise AirflowFailException(f"health of job {self.job_name!r}: {exc}") from None
 
     def poke(self, context: Context) -> PokeReturnValue:
         window = self.window()
@@ -147,14 +151,17 @@ class RunningJobHealthSensor(CheckpointHealthSensor):
     def _started_after_ms(self) -> int:
         started = parse_instant_ms(self.started_after)
         if started is None:
-            raise AirflowException("started_after is required, e.g. '{{ dag_run.start_date }}'")
+            raise AirflowFailException("started_after is required, e.g. '{{ dag_run.start_date }}'")
         return started
 
     def poke(self, context: Context) -> PokeReturnValue:
         hook = CheckpointStorageHook(self.storage_conn_id)
         self.checkpoint_root = hook.root(self.checkpoint_root)
         storage = hook.storage(self.checkpoint_root, self.job_name)
-        start_timeout = to_seconds(self.start_timeout, name="start_timeout")
+        try:
+            start_timeout = to_seconds(self.start_timeout, name="start_timeout")
+        except ValueError as exc:
+            raise AirflowFailException(f"health of job {self.job_name!r}: {exc}") from None
         health = judge_running_job(
             storage, self._started_after_ms(), self.window(), time.time(), self._epoch, start_timeout
         )

@@ -118,11 +118,12 @@ def test_retention_always_keeps_the_newest_savepoint(tmp_path: Path):
 
 def test_refusals_fail_fast_with_clear_messages(tmp_path: Path, capfd):
     run = load_dag("refusals").test(run_conf={"root": str(tmp_path / "empty-root")})
-    assert task_states(run) == {
-        "restore_without_checkpoint": "failed",
-        "missing_spark_connection": "failed",
-        "bad_job_name": "failed",
-    }
+    tries = {ti.task_id: (str(ti.state), ti.try_number) for ti in run.get_task_instances()}
+    assert tries == {  # definitive: each failed at its first try, with two retries left unspent
+        "restore_without_checkpoint": ("failed", 1),
+        "missing_spark_connection": ("failed", 1),
+        "bad_job_name": ("failed", 1),
+    }, tries
     output = capfd.readouterr().out
     assert "has no checkpoint to restore from; set allow_fresh_start=True" in output
     assert "Spark connection 'no_such_spark' is not defined" in output

@@ -120,6 +120,8 @@ with DAG(dag_id="graceful_stop", schedule=None, start_date=datetime(2026, 1, 1),
 with DAG(dag_id="fresh_start_over_damage", schedule=None, start_date=datetime(2026, 1, 1), params=PARAMS):
     RestoreFromCheckpointOperator(
         task_id="restore",
+        retries=2,  # the runtime's refusal (exit 3) is definitive: none of them is spent
+        retry_delay=timedelta(0),
         allow_fresh_start=True,
         job_name="orders",
         checkpoint_root="{{ params.root }}",

@@ -28,7 +28,10 @@ with DAG(dag_id="retention_policy", schedule=None, start_date=datetime(2026, 1, 
         dry_run="{{ params.dry_run }}",
     )
 
-with DAG(dag_id="refusals", schedule=None, start_date=datetime(2026, 1, 1), params=PARAMS):
+# Retries at once: a definitive failure must not use them, a transient one must (each savepoint try asking anew).
+RETRY_AT_ONCE = {"retries": 2, "retry_delay": timedelta(0)}
+
+with DAG(dag_id="refusals", schedule=None, start_date=datetime(2026, 1, 1), params=PARAMS, default_args=RETRY_AT_ONCE):
     RestoreFromCheckpointOperator(
         task_id="restore_without_checkpoint",
         job_name="orders",
@@ -60,8 +63,6 @@ with DAG(dag_id="savepoint_timeout_in_seconds", schedule=None, start_date=dateti
         task_id="times_out", job_name="silent", checkpoint_root="{{ params.root }}", timeout=3, poll_interval=0.5
     )
 
-# Retries at once: a definitive failure must not use them, a transient one must, each try asking anew.
-RETRY_AT_ONCE = {"retries": 2, "retry_delay": timedelta(0)}
 with DAG(
     dag_id="savepoint_retries",
     schedule=None,

@@ -201,7 +201,8 @@ def test_allow_fresh_start_never_starts_fresh_over_damaged_checkpoints(tmp_path:
     landing.add_files(1)
     run = load_dag("fresh_start_over_damage").test(run_conf=_conf(tmp_path, landing))
     output = capfd.readouterr()
-    assert task_states(run) == {"restore": "failed"}
+    tries = {ti.task_id: (str(ti.state), ti.try_number) for ti in run.get_task_instances()}
+    assert tries == {"restore": ("failed", 1)}, "a refused restore is definitive: no retry is spent on it"
     text = output.out + output.err
     assert "failed (exit 3)" in text and "has no valid checkpoint (chk-2: missing" in text and "chk-1: missing" in text
     assert not (tmp_path / "out").exists(), "nothing was published"
