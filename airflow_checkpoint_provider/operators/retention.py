@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow.sdk import BaseOperator, Context
-from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_checkpoint_provider.durations import Duration, optional_seconds, to_seconds
+from airflow_checkpoint_provider.failures import definitive_arguments
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
 from spark_checkpoint_runtime.layout import key_from
 from spark_checkpoint_runtime.retention import apply_job_retention, plan_job_retention
@@ -74,12 +74,10 @@ class CheckpointRetentionOperator(BaseOperator):
         self.checkpoint_root = CheckpointStorageHook(self.storage_conn_id).root(self.checkpoint_root)
         storage = CheckpointStorageHook(self.storage_conn_id).storage(self.checkpoint_root, self.job_name)
         dry_run = self.dry_run if isinstance(self.dry_run, bool) else str(self.dry_run).lower() == "true"
-        try:  # arguments that do not parse fail the same way on every try
+        with definitive_arguments(f"retention of job {self.job_name!r}"):
             num_retained = int(self.num_retained)
             savepoint_max_age = optional_seconds(self.savepoint_max_age, name="savepoint_max_age")
             orphan_grace = to_seconds(self.orphan_grace_period, name="orphan_grace_period")
-        except ValueError as exc:
-            raise AirflowFailException(f"retention of job {self.job_name!r}: {exc}") from None
         plan = plan_job_retention(
             storage,
             num_retained=num_retained,

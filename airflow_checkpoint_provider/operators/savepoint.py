@@ -12,9 +12,10 @@ from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_checkpoint_provider.durations import Duration, to_seconds
+from airflow_checkpoint_provider.failures import definitive_arguments
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
 from airflow_checkpoint_provider.triggers.savepoint import SavepointTrigger
-from spark_checkpoint_runtime.layout import TERMINAL_STATUSES, CheckpointFormatError, ControlChannel, key_from
+from spark_checkpoint_runtime.layout import TERMINAL_STATUSES, ControlChannel, key_from
 
 
 class SavepointOperator(BaseOperator):
@@ -86,14 +87,13 @@ class SavepointOperator(BaseOperator):
         return key_from(f"{ti.dag_id}.{ti.task_id}.{ti.run_id}{mapped}.try{ti.try_number}")
 
     def execute(self, context: Context) -> str:
-        try:
+        hook = CheckpointStorageHook(self.storage_conn_id)
+        with definitive_arguments(f"savepoint of job {self.job_name!r}"):  # a bad job name too
             timeout = to_seconds(self.timeout, name="timeout")
             poll_interval = to_seconds(self.poll_interval, name="poll_interval")
             stop = _as_bool(self.stop, name="stop")
-            self.checkpoint_root = CheckpointStorageHook(self.storage_conn_id).root(self.checkpoint_root)
-            control = CheckpointStorageHook(self.storage_conn_id).control(self.checkpoint_root, self.job_name)
-        except (ValueError, CheckpointFormatError) as exc:
-            raise AirflowFailException(f"savepoint of job {self.job_name!r}: {exc}") from None
+            self.checkpoint_root = hook.root(self.checkpoint_root)
+            control = hook.control(self.checkpoint_root, self.job_name)
         trigger_id = self.trigger_id(context)
         try:
             answer = control.request_savepoint(trigger_id, stop=stop, target_directory=self.target_directory or None)

@@ -11,6 +11,7 @@ from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_checkpoint_provider.durations import Duration, to_seconds
+from airflow_checkpoint_provider.failures import definitive_arguments
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
 from airflow_checkpoint_provider.hooks.kill_watch import KILL_POLL_SECONDS
 from airflow_checkpoint_provider.sensors.checkpoint import parse_instant_ms
@@ -86,13 +87,11 @@ class StopStreamingJobOperator(BaseOperator):
         self.poll_interval = poll_interval
 
     def execute(self, context: Context) -> dict[str, Any]:
-        try:  # arguments that do not parse fail the same way on every try
+        with definitive_arguments(f"stopping job {self.job_name!r}"):
             stop_timeout = to_seconds(self.stop_timeout, name="stop_timeout")
             kill_timeout = to_seconds(self.kill_timeout, name="kill_timeout")
             poll_interval = to_seconds(self.poll_interval, name="poll_interval")
             since = parse_instant_ms(self.started_after)
-        except ValueError as exc:
-            raise AirflowFailException(f"stopping job {self.job_name!r}: {exc}") from None
         hook = CheckpointStorageHook(self.storage_conn_id)
         storage = hook.storage(hook.root(self.checkpoint_root), self.job_name)
         control, lease = ControlChannel(storage), LeaseFiles(storage)

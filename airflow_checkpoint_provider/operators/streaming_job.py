@@ -18,6 +18,7 @@ from airflow.sdk import Asset, AssetAlias, BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_checkpoint_provider.durations import Duration, for_runtime, to_seconds
+from airflow_checkpoint_provider.failures import definitive_arguments
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
 from airflow_checkpoint_provider.hooks.kill_watch import KILL_POLL_SECONDS, KillWatch
 from airflow_checkpoint_provider.hooks.streaming_job import StreamingJobHook
@@ -27,7 +28,7 @@ from airflow_checkpoint_provider.sensors.checkpoint import push_checkpoint_keys
 from airflow_checkpoint_provider.ui.roots import job_page_url
 from spark_checkpoint_runtime.errors import EXIT_BAD_INPUT, EXIT_CANNOT_RESTORE
 from spark_checkpoint_runtime.layout import CheckpointFormatError, ControlChannel, key_from
-from spark_checkpoint_runtime.options import RUNTIME_DURATIONS, OptionsError, options_from_mapping
+from spark_checkpoint_runtime.options import RUNTIME_DURATIONS, options_from_mapping
 
 # Runtime options the operator passes through when set (snake_case names, as the runtime accepts them).
 _PASSED_OPTIONS = (
@@ -237,15 +238,10 @@ class CheckpointedStreamingJobOperator(BaseOperator):
             )
         values.update({k: v for k, v in self.runtime_options.items() if v not in (None, "")})
         values.update(restore_from=restore_from, run_key=run_key, stop_timeout=self.stop_timeout)
-        try:
+        with definitive_arguments(self.task_id):  # OptionsError and CheckpointFormatError are ValueErrors
             # Airflow's convention (seconds, timedelta, or a unit) to the runtime's, with the unit spelled out.
             values.update({k: for_runtime(v, name=k) for k, v in values.items() if k in RUNTIME_DURATIONS})
-        except ValueError as exc:
-            raise AirflowFailException(f"{self.task_id}: {exc}") from None
-        try:
             options_from_mapping(values)
-        except (OptionsError, CheckpointFormatError) as exc:
-            raise AirflowFailException(f"{self.task_id}: {exc}") from None
         return values
 
     def spark_conf(self, context: Context) -> dict[str, Any]:

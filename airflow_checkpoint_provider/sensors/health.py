@@ -12,6 +12,7 @@ from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_checkpoint_provider.durations import Duration, sensor_durations, to_seconds
+from airflow_checkpoint_provider.failures import definitive_arguments
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
 from airflow_checkpoint_provider.sensors.checkpoint import parse_instant_ms
 from airflow_checkpoint_provider.triggers.health import RunningJobHealthTrigger, judge_running_job
@@ -75,7 +76,7 @@ class CheckpointHealthSensor(BaseSensorOperator):
 
     def window(self) -> float:
         """The progress window in seconds; arguments that do not parse are definitive (no retry is spent)."""
-        try:
+        with definitive_arguments(f"health of job {self.job_name!r}"):
             if self.max_age not in (None, "", "None"):
                 return to_seconds(self.max_age, name="max_age")
             return progress_window(
@@ -83,8 +84,6 @@ class CheckpointHealthSensor(BaseSensorOperator):
                 to_seconds(self.checkpoint_timeout, name="checkpoint_timeout"),
                 int(self.tolerable_failed_checkpoints),
             )
-        except ValueError as exc:
-            raise AirflowFailException(f"health of job {self.job_name!r}: {exc}") from None
 
     def poke(self, context: Context) -> PokeReturnValue:
         window = self.window()
@@ -158,10 +157,8 @@ class RunningJobHealthSensor(CheckpointHealthSensor):
         hook = CheckpointStorageHook(self.storage_conn_id)
         self.checkpoint_root = hook.root(self.checkpoint_root)
         storage = hook.storage(self.checkpoint_root, self.job_name)
-        try:
+        with definitive_arguments(f"health of job {self.job_name!r}"):
             start_timeout = to_seconds(self.start_timeout, name="start_timeout")
-        except ValueError as exc:
-            raise AirflowFailException(f"health of job {self.job_name!r}: {exc}") from None
         health = judge_running_job(
             storage, self._started_after_ms(), self.window(), time.time(), self._epoch, start_timeout
         )
