@@ -12,20 +12,35 @@ end. For a DAG that should run after every commit of a long-running job, watch t
 
 The triggerer runs it; each checkpoint whose completion published sink output becomes one Asset event,
 its extra's ``payload`` carrying ``job_name``, ``checkpoint_id``, ``batch_id``, ``batches`` and
-``checkpoint_path``. Only checkpoints completed after the trigger started count: after a triggerer restart
-it starts from the newest checkpoint then.
+``checkpoint_path``.
+
+Where it resumes: a *cursor* in the job's ``_control/cursors/<cursor>.json`` records the newest commit whose
+event Airflow has stored. The trigger runs in the triggerer's ack mode (a shared stream with a producer,
+Airflow 3.3): the cursor moves only after the triggerer has confirmed the event is in Airflow's database. A
+triggerer restart, or a move to another triggerer, resumes after the cursor: commits made while no triggerer
+ran arrive then, and none arrives twice. Only a triggerer that dies in the second between storing an event and
+moving the cursor sends that event again on restart (its ``checkpoint_id`` tells a consumer it is the same
+commit). The first watch of a job starts at its newest completed checkpoint. Two Airflow deployments watching
+one job each give their own ``cursor`` name; ``cursor=None`` keeps no cursor (each start begins at the newest
+checkpoint, and nothing is written to the job folder).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Hashable, Sequence
 from typing import Any
 
-from airflow.triggers.base import BaseEventTrigger
+from airflow.triggers.base import BaseEventTrigger, TriggerEvent
+from airflow.triggers.shared_stream import AdvanceItem, SharedStreamProducer
 
 from airflow_checkpoint_provider.durations import Duration
+from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
 from airflow_checkpoint_provider.triggers.polling import StoragePollingTrigger
-from spark_checkpoint_runtime.layout import DamagedCheckpoint, JobFolder
+from spark_checkpoint_runtime.layout import ControlChannel, DamagedCheckpoint, JobFolder, validate_key
+
+#: the cursor a watcher keeps unless told otherwise
+DEFAULT_CURSOR = "airflow"
 
 
 def new_commits(storage: JobFolder, after: int) -> tuple[list[dict[str, Any]], int]:
@@ -70,6 +85,9 @@ class CheckpointCommitTrigger(StoragePollingTrigger, BaseEventTrigger):
     :param checkpoint_root: the checkpoint root (a path or fsspec URL).
     :param storage_conn_id: a ``checkpoint_storage`` or standard cloud connection, if needed.
     :param poke_interval: time between looks at the job folder (seconds, a ``timedelta`` or e.g. ``"10s"``).
+    :param cursor: the name of the cursor that keeps the watch's place across triggerer restarts (letters,
+        digits, ``.``, ``_``, ``-``); give each Airflow deployment that watches the same job its own. ``None``
+        keeps no cursor: each start of the trigger begins at the newest checkpoint.
     """
 
     ends_at_first_event = False
@@ -81,15 +99,21 @@ class CheckpointCommitTrigger(StoragePollingTrigger, BaseEventTrigger):
         checkpoint_root: str,
         storage_conn_id: str | None = None,
         poke_interval: Duration = 5.0,
+        cursor: str | None = DEFAULT_CURSOR,
     ):
         super().__init__(
             job_name=job_name, checkpoint_root=checkpoint_root, storage_conn_id=storage_conn_id, interval=poke_interval
         )
+        self.cursor = None if cursor is None else validate_key(cursor, "cursor")
         self._seen = 0
 
+    def own_kwargs(self) -> dict[str, Any]:
+        # The default is left out so that a watcher declared before cursors existed keeps its identity (the
+        # scheduler tells watchers apart by a hash of these kwargs).
+        return {} if self.cursor == DEFAULT_CURSOR else {"cursor": self.cursor}
+
     async def begin(self, storage: JobFolder) -> None:
-        # Commits from now on: the newest completed checkpoint (not one still in progress) is the start.
-        self._seen = await asyncio.to_thread(storage.checkpoints.newest_metadata_id) or 0
+        self._seen = await asyncio.to_thread(_start_after, storage, self.cursor)
 
     def poll_once(self, storage: JobFolder) -> list[dict[str, Any]]:
         commits, self._seen = new_commits(storage, self._seen)
@@ -99,3 +123,69 @@ class CheckpointCommitTrigger(StoragePollingTrigger, BaseEventTrigger):
         # A storage hiccup (throttling, network) must not end the watch and lose its place.
         self.log.exception("could not look for new commits of job %r; trying again", self.job_name)
         return []
+
+    # --- the triggerer's ack mode: the cursor moves once Airflow has stored the event ----------------------
+
+    def shared_stream_key(self) -> Hashable | None:
+        """Watchers of one job with one cursor share one look at storage (and one cursor)."""
+        if self.cursor is None:
+            return None  # no cursor to keep: the plain loop in ``run``
+        return (type(self).__qualname__, self.checkpoint_root, self.job_name, self.storage_conn_id, self.cursor)
+
+    @classmethod
+    def create_shared_stream_producer(cls, kwargs: dict[str, Any]) -> SharedStreamProducer:
+        return CommitStream(cls(**kwargs))
+
+    async def filter_shared_stream(self, shared_stream: AsyncIterator[Any]) -> AsyncIterator[TriggerEvent]:
+        async for commit in shared_stream:
+            yield TriggerEvent(commit)
+
+
+def _start_after(storage: JobFolder, cursor: str | None) -> int:
+    """The checkpoint id a watch delivers commits after: its cursor's, else the newest completed checkpoint
+    (not one still in progress)."""
+    committed = ControlChannel(storage).cursor(cursor) if cursor is not None else None
+    if committed is not None:
+        return committed
+    return storage.checkpoints.newest_metadata_id() or 0
+
+
+class CommitStream(SharedStreamProducer):
+    """The commits of one job for the triggerer's ack mode: yields each commit with its checkpoint id, and
+    moves the cursor when Airflow has stored the events of a batch of them."""
+
+    def __init__(self, watch: CheckpointCommitTrigger):
+        self.watch = watch
+        self.channel: ControlChannel | None = None
+
+    async def open_stream(self) -> AsyncIterator[tuple[dict[str, Any], int]]:
+        watch = self.watch
+        storage = await CheckpointStorageHook.astorage(watch.storage_conn_id, watch.checkpoint_root, watch.job_name)
+        self.channel = ControlChannel(storage)
+        seen = await asyncio.to_thread(_start_after, storage, watch.cursor)
+        # Keep the start: a restart before the first commit then delivers that commit rather than skip it.
+        await asyncio.to_thread(self.channel.commit_cursor, watch.cursor, seen)
+        while True:
+            try:
+                commits, seen = await asyncio.to_thread(new_commits, storage, seen)
+            except Exception as exc:
+                commits = watch.poll_failed(exc)
+            for commit in commits:
+                yield commit, commit["checkpoint_id"]
+            await asyncio.sleep(watch.interval)
+
+    async def advance(self, batch: Sequence[AdvanceItem]) -> None:
+        """Move the cursor past the batch's commits that every watcher stored; a commit a watcher failed to
+        store (Airflow's ack timeout) stops the stream, which starts again from the cursor and sends it again."""
+        stored = None
+        for item in batch:
+            if item.outcome.failed:
+                if stored is not None:
+                    await asyncio.to_thread(self.channel.commit_cursor, self.watch.cursor, stored)
+                raise RuntimeError(
+                    f"the event of checkpoint {item.broker_payload} of job {self.watch.job_name!r} was not stored; "
+                    f"the watch starts again from its cursor and sends it again"
+                )
+            stored = item.broker_payload
+        if stored is not None:
+            await asyncio.to_thread(self.channel.commit_cursor, self.watch.cursor, stored)

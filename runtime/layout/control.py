@@ -109,8 +109,9 @@ class ControlChannel:
 
     Layout under ``<job>/_control/``: ``requests/<trigger-id>.json``, ``responses/<trigger-id>.json``,
     ``runs/<run-key>.json`` (the result of a run started with that key), ``alive/<run-id>.json``
-    (heartbeats of running jobs) and ``kill/<run-key>.json`` (a kill asked of whatever supervises the run
-    with that key, for a driver that no longer answers requests: the driver itself never reads them).
+    (heartbeats of running jobs), ``kill/<run-key>.json`` (a kill asked of whatever supervises the run
+    with that key, for a driver that no longer answers requests: the driver itself never reads them) and
+    ``cursors/<name>.json`` (how far a watcher of the job's commits has delivered; prune keeps them).
     """
 
     def __init__(self, storage: JobFolder):
@@ -336,6 +337,21 @@ class ControlChannel:
 
     def response(self, trigger_id: str) -> dict[str, Any] | None:
         return self._read(self._path("responses", trigger_id))
+
+    def commit_cursor(self, name: str, checkpoint_id: int) -> None:
+        """Record that watcher ``name`` delivered every commit up to checkpoint ``checkpoint_id``."""
+        self._write(self._path("cursors", name), {"checkpoint_id": int(checkpoint_id), "updated_ms": now_ms()})
+
+    def cursor(self, name: str) -> int | None:
+        """The checkpoint id watcher ``name`` delivered up to, None if it never committed one."""
+        path = self._path("cursors", name)
+        data = self._read(path)
+        try:
+            return None if data is None else int_field(data, "checkpoint_id")
+        except ValueError as exc:
+            raise CheckpointFormatError(
+                f"{self.fs.unstrip_protocol(path)}: {exc}; delete it to deliver from the newest checkpoint on"
+            ) from None
 
     def write_run_report(self, run_key: str, report: dict[str, Any]) -> None:
         self._write(self._path("runs", run_key), report)

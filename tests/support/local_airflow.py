@@ -92,14 +92,29 @@ class LocalAirflow:
         migrated = self.airflow("db", "migrate", timeout=300)
         assert migrated.returncode == 0, migrated.stderr[-3000:]
         for name in processes:
-            log = open(self.home / f"{name}.log", "ab")  # noqa: SIM115 - closed in stop()
+            self.start_process(name)
+        self.wait_for(self._healthy, 120, "the API server to answer")
+
+    def start_process(self, name: str) -> None:
+        """Start one Airflow component (``scheduler``, ``triggerer``, ...) in a process group of its own."""
+        with open(self.home / f"{name}.log", "ab") as log:  # the child keeps its own copy of the descriptor
             command = [str(VENV_BIN / "airflow"), name]
             if name == "api-server":
                 command += ["--host", "127.0.0.1", "--port", str(self.port)]
             self.processes[name] = subprocess.Popen(
                 command, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )
-        self.wait_for(self._healthy, 120, "the API server to answer")
+
+    def stop_process(self, name: str, timeout: float = 60) -> int:
+        """Stop one component as a deployment does (SIGTERM to its group, SIGKILL past ``timeout``); its exit
+        code."""
+        process = self.processes.pop(name)
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            return process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            return process.wait(timeout=30)
 
     def _healthy(self) -> bool:
         self.check_alive()

@@ -122,18 +122,48 @@ with DAG(dag_id="after_each_commit", schedule=[output], start_date=datetime(2026
 """
 
 
+SAVEPOINT_OF_IDLE_JOB = """
+from datetime import datetime
+
+from airflow.sdk import DAG
+
+from airflow_checkpoint_provider.operators import SavepointOperator
+
+with DAG(dag_id="savepoint_of_idle_job", schedule=None, start_date=datetime(2026, 1, 1), catchup=False):
+    SavepointOperator(task_id="take", job_name="idle", checkpoint_root={root!r}, deferrable=True, timeout="10min")
+"""
+
+
+def _commit_ids(root: Path, job: str) -> list[int]:
+    """Ids of the job's checkpoints whose completion published output."""
+    found = []
+    for metadata in (root / job).glob("chk-*/_metadata"):
+        staged = json.loads(metadata.read_text()).get("staged_output")
+        if staged and staged.get("batches"):
+            found.append(int(metadata.parent.name.removeprefix("chk-")))
+    return sorted(found)
+
+
 def test_an_asset_watcher_turns_each_commit_of_a_running_job_into_an_event(tmp_path: Path, landing: Landing):
+    """Events come while the job runs, one per commit, and schedule the consumer; the triggerer is restarted
+    between two commits and resumes from its cursor: the commit made while it was down arrives, and none arrives
+    twice (Airflow's stored Asset events are the record: a consumer run may take several). In the same
+    Airflow a deferred savepoint whose task is cleared withdraws its request (the trigger's ``on_kill``)."""
     root, output, record, dags = tmp_path / "root", tmp_path / "out", tmp_path / "events.jsonl", tmp_path / "dags"
     dags.mkdir()
     (dags / "consumer.py").write_text(
         WATCHED_CONSUMER.format(root=str(root), uri=f"file://{output}", record=str(record))
     )
+    (dags / "savepoint.py").write_text(SAVEPOINT_OF_IDLE_JOB.format(root=str(root)))
     airflow = LocalAirflow(tmp_path / "airflow-home", dags)
+    cursor = ControlChannel(JobFolder(str(root), "orders"))
     job = None
     try:
         airflow.start()
         watching = "SELECT count(*) FROM trigger WHERE classpath LIKE '%CheckpointCommitTrigger'"
         airflow.wait_for(lambda: airflow.query(watching)[0][0] == 1, 180, "the watcher's trigger in the triggerer")
+        # The watch keeps its start as its cursor at once: from then on no commit is missed.
+        airflow.wait_for(lambda: cursor.cursor("airflow") == 0, 120, "the watch to start")
         landing.add_files(2)
         args = continuous_counts_args(
             "orders",
@@ -149,14 +179,45 @@ def test_an_asset_watcher_turns_each_commit_of_a_running_job_into_an_event(tmp_p
             assert job.poll() is None, job.stderr.read()[-3000:]
             return [json.loads(line) for line in record.read_text().splitlines()] if record.exists() else []
 
+        def stored() -> list[dict]:
+            """The Asset events Airflow stored (the consumer's runs may each take several)."""
+            return [json.loads(extra) for (extra,) in airflow.query("SELECT extra FROM asset_event ORDER BY id")]
+
+        def event_ids() -> set[int]:
+            return {e["payload"]["checkpoint_id"] for e in stored()}
+
         airflow.wait_for(lambda: events(), 300, "the first commit's event to schedule the consumer")
         landing.add_files(2)  # more commits while the job runs: more events, more consumer runs
-        seen = airflow.wait_for(
-            lambda: len({e["payload"]["checkpoint_id"] for e in events()}) >= 2 and events(),
-            180,
-            "a second commit's event",
-        )
+        airflow.wait_for(lambda: len({e["payload"]["checkpoint_id"] for e in events()}) >= 2, 180, "a second run")
         assert job.poll() is None, "the events came while the job ran, not at its end"
+
+        # The cursor follows what Airflow stored; then the triggerer goes down and the job commits meanwhile.
+        newest = max(_commit_ids(root, "orders"))
+        airflow.wait_for(lambda: cursor.cursor("airflow") == newest, 60, "the cursor to reach the newest commit")
+        assert newest in event_ids()
+        airflow.stop_process("triggerer")
+        landing.add_files(2)
+        airflow.wait_for(lambda: max(_commit_ids(root, "orders")) > newest, 180, "a commit while no triggerer ran")
+        missed = max(_commit_ids(root, "orders"))
+        assert missed not in event_ids()
+        airflow.start_process("triggerer")
+        airflow.wait_for(lambda: missed in event_ids(), 180, "the missed commit's event after the restart")
+        seen = stored()
+
+        # A deferred savepoint of a job that never answers; clearing the task withdraws its request.
+        idle = ControlChannel(JobFolder(str(root), "idle"))
+        idle.heartbeat("idle-run", None)  # a run that looks alive (30 s) and never reads its requests
+        assert airflow.airflow("dags", "trigger", "savepoint_of_idle_job").returncode == 0
+        deferred = "SELECT count(*) FROM task_instance WHERE dag_id = 'savepoint_of_idle_job' AND state = 'deferred'"
+        airflow.wait_for(lambda: airflow.query(deferred)[0][0] == 1, 180, "the savepoint task to defer")
+        requests = root / "idle" / "_control" / "requests"
+        [asked] = [p.name for p in requests.glob("*.json")]
+        assert asked.endswith(".try1.json"), asked
+        cleared = airflow.airflow("tasks", "clear", "savepoint_of_idle_job", "-t", "take", "-y")
+        assert cleared.returncode == 0, cleared.stderr[-2000:]
+        airflow.wait_for(lambda: not (requests / asked).exists(), 120, "the cleared task's request to be withdrawn")
+        trigger_logs = (airflow.home / "logs" / "dag_id=savepoint_of_idle_job").rglob("attempt=1.log.trigger.*")
+        assert any("withdrew savepoint request" in log.read_text() for log in trigger_logs), "by the trigger"
     finally:
         if job is not None and job.poll() is None:
             job.send_signal(signal.SIGTERM)
@@ -167,8 +228,9 @@ def test_an_asset_watcher_turns_each_commit_of_a_running_job_into_an_event(tmp_p
         assert event["from_trigger"] is True and payload["job_name"] == "orders"
         metadata = json.loads((root / "orders" / f"chk-{payload['checkpoint_id']}" / "_metadata").read_text())
         assert metadata["staged_output"]["batches"] == payload["batches"], "each event is a commit of output"
-    ids = [e["payload"]["checkpoint_id"] for e in seen]
-    assert len(ids) == len(set(ids)), "one event per commit (a DAG run may list its events in any order)"
+    ids = sorted(e["payload"]["checkpoint_id"] for e in seen)
+    assert len(ids) == len(set(ids)), f"one event per commit, none twice across the restart: {ids}"
+    assert ids == [i for i in _commit_ids(root, "orders") if i <= max(ids)], "no commit without its event"
 
 
 def test_restore_automation_restores_a_stalled_job_that_answered_its_stop(tmp_path: Path):

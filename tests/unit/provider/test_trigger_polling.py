@@ -140,7 +140,28 @@ def test_a_savepoint_wait_yields_the_answer_or_times_out(tmp_path: Path):
     [timed_out] = asyncio.run(_ended(waiting("sp-1", 0.3)))
     assert timed_out == {"status": "timeout", "last_answer": {"status": "accepted"}}
     control.respond("sp-2", {"status": "completed", "savepoint_path": "sp"})
-    assert asyncio.run(_ended(waiting("sp-2", 60))) == [{"status": "completed", "savepoint_path": "sp"}]
+    rebuilt = waiting("sp-2", 60)
+    rebuilt.trigger_id = 2  # what the triggerer sets on every trigger it runs: its row id
+    assert asyncio.run(_ended(rebuilt)) == [{"status": "completed", "savepoint_path": "sp"}]
+    assert rebuilt.serialize()[1]["trigger_id"] == "sp-2"
+
+
+def test_a_killed_savepoint_wait_withdraws_its_request(tmp_path: Path):
+    """``on_kill`` (a person marked the deferred task failed or succeeded, or cleared it): the unanswered
+    request goes; one the job already answered stays, with its answer."""
+    from airflow_checkpoint_provider.triggers import SavepointTrigger
+
+    control = ControlChannel(JobFolder(str(tmp_path), "orders"))
+    control.request("waiting", "savepoint")
+    control.request("taken", "savepoint")
+    control.respond("taken", {"status": "in_progress"})
+    for request_id in ("waiting", "taken"):
+        trigger = SavepointTrigger(job_name="orders", checkpoint_root=str(tmp_path), trigger_id=request_id, timeout=60)
+        trigger.trigger_id = 5
+        asyncio.run(trigger.on_kill())
+    assert [r.trigger_id for r in control.pending()] == [] and control.response("taken") is not None
+    assert (tmp_path / "orders" / "_control" / "requests" / "taken.json").exists()
+    assert not (tmp_path / "orders" / "_control" / "requests" / "waiting.json").exists()
 
 
 def test_the_health_watch_keeps_judging_the_run_it_found_first(tmp_path: Path, monkeypatch):
@@ -213,3 +234,82 @@ def test_the_commit_watch_raises_when_it_cannot_start(tmp_path: Path, monkeypatc
     trigger = CheckpointCommitTrigger(job_name="orders", checkpoint_root=str(tmp_path), poke_interval=0.05)
     with pytest.raises(PermissionError, match="access denied"):
         asyncio.run(_events(trigger, 1))
+
+
+async def _pairs(stream, count: int, within: float = 10) -> list[tuple[dict[str, Any], int]]:
+    found = []
+    events = stream.open_stream()
+    try:
+        while len(found) < count:
+            found.append(await asyncio.wait_for(anext(events), within))
+    finally:
+        await events.aclose()
+    return found
+
+
+def test_the_commit_stream_resumes_after_the_events_airflow_stored(tmp_path: Path):
+    """Ack mode: the cursor moves only in ``advance`` (Airflow stored the events); a new stream, as after a
+    triggerer restart, sends every commit past the cursor, those made while no stream ran included."""
+    from airflow.triggers.shared_stream import AdvanceItem, AdvanceOutcome
+
+    from airflow_checkpoint_provider.triggers import CheckpointCommitTrigger
+
+    storage = JobFolder(str(tmp_path), "orders")
+    channel = ControlChannel(storage)
+    _commit(storage, 1)  # before the first watch: not an event
+
+    def stream():
+        trigger = CheckpointCommitTrigger(job_name="orders", checkpoint_root=str(tmp_path), poke_interval=0.05)
+        return trigger.create_shared_stream_producer(trigger.serialize()[1])
+
+    first = stream()
+
+    async def first_event():
+        events = first.open_stream()
+        pending = asyncio.ensure_future(anext(events))
+        while channel.cursor("airflow") is None:  # the stream keeps its start before its first look
+            await asyncio.sleep(0.01)
+        _commit(storage, 2)
+        try:
+            return await asyncio.wait_for(pending, 10)
+        finally:
+            await events.aclose()
+
+    two, two_id = asyncio.run(first_event())
+    assert (two["checkpoint_id"], two_id) == (2, 2)
+    assert channel.cursor("airflow") == 1, "not stored yet: the cursor stays"
+    asyncio.run(first.advance([AdvanceItem(2, AdvanceOutcome(acked=1, failed=0))]))
+    assert channel.cursor("airflow") == 2
+    _commit(storage, 3)
+    _commit(storage, 4)  # made while no stream ran
+    second = stream()
+    found = asyncio.run(_pairs(second, 2))
+    assert [payload["checkpoint_id"] for payload, _ in found] == [3, 4]
+    with pytest.raises(RuntimeError, match="checkpoint 4 of job 'orders' was not stored"):
+        asyncio.run(
+            second.advance(
+                [AdvanceItem(3, AdvanceOutcome(acked=1, failed=0)), AdvanceItem(4, AdvanceOutcome(acked=0, failed=1))]
+            )
+        )
+    assert channel.cursor("airflow") == 3, "the stored prefix moves the cursor, the failed event is sent again"
+    assert [p["checkpoint_id"] for p, _ in asyncio.run(_pairs(stream(), 1))] == [4]
+
+
+def test_a_commit_watch_keeps_its_identity_and_names_its_cursor(tmp_path: Path):
+    from airflow_checkpoint_provider.triggers import CheckpointCommitTrigger
+    from spark_checkpoint_runtime.layout import CheckpointFormatError
+
+    default = CheckpointCommitTrigger(job_name="j", checkpoint_root="/r")
+    assert "cursor" not in default.serialize()[1], "a watcher declared before cursors keeps its hash"
+    assert default.shared_stream_key() is not None
+    named = CheckpointCommitTrigger(job_name="j", checkpoint_root="/r", cursor="prod-eu")
+    assert _build(*named.serialize()).cursor == "prod-eu"
+    assert CheckpointCommitTrigger(job_name="j", checkpoint_root="/r", cursor=None).shared_stream_key() is None
+    with pytest.raises(CheckpointFormatError, match="cursor '../x' is not allowed"):
+        CheckpointCommitTrigger(job_name="j", checkpoint_root="/r", cursor="../x")
+    storage = JobFolder(str(tmp_path), "orders")
+    ControlChannel(storage).commit_cursor("airflow", 3)
+    path = tmp_path / "orders" / "_control" / "cursors" / "airflow.json"
+    path.write_text('{"checkpoint_id": "three"}')
+    with pytest.raises(CheckpointFormatError, match="airflow.json: checkpoint_id must be an integer.*delete it"):
+        ControlChannel(storage).cursor("airflow")
