@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
+import time
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from airflow.configuration import conf as airflow_conf
 from airflow.providers.common.compat.openlineage.utils.spark import (
     inject_parent_job_information_into_spark_properties,
     inject_transport_information_into_spark_properties,
 )
 from airflow.sdk import Asset, AssetAlias, BaseOperator, Context
+from airflow.sdk.configuration import conf as airflow_conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_checkpoint_provider.durations import Duration, for_runtime, to_seconds
@@ -84,6 +86,10 @@ def run_key_of(context: Context) -> str:
     """A key naming this task try, safe as a file name: the runtime reports under it and obeys stops for it."""
     ti = context["ti"]
     return key_from(f"{ti.dag_id}.{ti.task_id}.{ti.run_id}.{getattr(ti, 'map_index', -1)}.try{ti.try_number}")
+
+
+#: How long ``on_kill`` may take: Airflow 3's supervisor sends SIGKILL about 5 s after SIGTERM.
+ON_KILL_SECONDS = 3.0
 
 
 class CheckpointedStreamingJobOperator(BaseOperator):
@@ -354,24 +360,40 @@ class CheckpointedStreamingJobOperator(BaseOperator):
                 context["outlet_events"][outlet].extra = extra
 
     def on_kill(self) -> None:
-        """Start a graceful stop and return at once: Airflow 3 sends SIGKILL about 5 s after SIGTERM.
+        """Start a graceful stop and return within ``ON_KILL_SECONDS``: Airflow 3 sends SIGKILL about 5 s after
+        SIGTERM.
 
-        Writes the stop request to ``_control/`` (it reaches the job on any master) and sends SIGTERM to
-        spark-submit (the runtime's JVM hook turns it into the same graceful stop). The job finishes its batch,
-        takes a final checkpoint and commits; the runtime's own ``--stop-timeout`` bounds that, so spark-submit
-        never outlives the stop timeout even when this task process is gone.
+        Sends SIGTERM to spark-submit first (the runtime's JVM hook turns it into a graceful stop of a driver
+        on this machine at once, whatever the storage does), then writes the stop request to ``_control/``
+        (it reaches the driver on any master, in cluster deploy mode too) for at most the rest of
+        ``ON_KILL_SECONDS``: a store that does not answer then cannot hold the task past its SIGKILL. The job
+        finishes its batch, takes a final checkpoint and commits; the runtime's own ``--stop-timeout`` bounds
+        that, so spark-submit never outlives the stop timeout even when this task process is gone.
         """
         hook = self._job_hook
         if hook is None or hook.process is None or hook.process.poll() is not None:
             return
+        started = time.monotonic()
+        hook.process.terminate()
+        writer = threading.Thread(target=self._request_stop, name="stop-request", daemon=True)
+        writer.start()
+        writer.join(max(0.0, ON_KILL_SECONDS - (time.monotonic() - started)))
+        if writer.is_alive():
+            self.log.warning(
+                "the stop request for job %r is not written after %.0f s (storage slow or unreachable); "
+                "SIGTERM went to spark-submit, which stops the job",
+                self.job_name,
+                ON_KILL_SECONDS,
+            )
+        self.log.info("asked job %r to stop gracefully (within %ss)", self.job_name, self.stop_timeout)
+
+    def _request_stop(self) -> None:
         try:
             self.storage_hook.control(self.checkpoint_root, self.job_name).request(
                 key_from(f"stop-{self._run_key}"), "stop", self._run_key
             )
         except Exception:
             self.log.exception("could not write the stop request; SIGTERM alone stops the job")
-        hook.process.terminate()
-        self.log.info("asked job %r to stop gracefully (within %ss)", self.job_name, self.stop_timeout)
 
 
 class RestoreFromCheckpointOperator(CheckpointedStreamingJobOperator):

@@ -267,3 +267,48 @@ def test_every_example_dag_validates_its_params_with_their_defaults_and_document
         assert not untitled, f"{dag_id}: params {untitled} have no title for the form"
         unexplained = [name for name in defaults if len(dag.params.get_param(name).description or "") < 20]
         assert not unexplained, f"{dag_id}: params {unexplained} have no description a person understands"
+
+
+def test_on_kill_returns_in_time_when_the_store_does_not_answer(tmp_path: Path, monkeypatch):
+    """Airflow 3 sends SIGKILL about 5 s after SIGTERM. With a store that takes 8 s per request (a loopback
+    S3 with that latency), spark-submit still gets SIGTERM at once and on_kill returns within
+    ``ON_KILL_SECONDS``. A ``sleep`` process stands in for spark-submit: the real job's graceful stop through
+    on_kill is ``tests/system/provider/test_jobs.py::test_killed_task_stops_the_job_gracefully_through_on_kill``."""
+    import subprocess
+
+    from airflow_checkpoint_provider.hooks.streaming_job import StreamingJobHook
+    from airflow_checkpoint_provider.operators import CheckpointedStreamingJobOperator
+    from airflow_checkpoint_provider.operators.streaming_job import ON_KILL_SECONDS
+    from benchmarks.s3_requests import CountingS3Server
+
+    server = CountingS3Server().start()
+    connection = {
+        "conn_type": "checkpoint_storage",
+        "login": server.options["key"],
+        "password": server.options["secret"],
+        "extra": {"endpoint_url": server.options["client_kwargs"]["endpoint_url"], "region_name": "us-east-1"},
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_SLOW_STORE", json.dumps(connection))
+    operator = CheckpointedStreamingJobOperator(
+        task_id="stream",
+        job_name="orders",
+        checkpoint_root="s3://checkpoints/root",
+        storage_conn_id="slow_store",
+        pipeline="examples.pipelines:running_counts",
+    )
+    spark_submit = subprocess.Popen(["sleep", "600"])
+    hook = StreamingJobHook()
+    hook._submit_hook = SimpleNamespace(_submit_sp=spark_submit)
+    operator._job_hook, operator._run_key = hook, "stream-run"
+    try:
+        server.latency = 8.0
+        started = time.monotonic()
+        operator.on_kill()
+        took = time.monotonic() - started
+        assert took < ON_KILL_SECONDS + 0.5 < 5.0, f"on_kill took {took:.1f} s"
+        assert spark_submit.wait(timeout=1) == -15, "SIGTERM reached spark-submit first"
+        assert server.in_flight >= 1, "the stop request was still on its way to the store"
+    finally:
+        spark_submit.kill()
+        server.latency = 0.0
+        server.stop()

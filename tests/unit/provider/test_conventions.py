@@ -73,6 +73,20 @@ def test_deferrable_defaults_follow_airflows_default_deferrable():
         assert defaults == {path.rpartition(".")[2]: setting == "True" for path in DEFERRABLE}, (setting, defaults)
 
 
+def test_the_task_side_reads_configuration_through_the_task_sdk():
+    """Operators, sensors, hooks, triggers and what they share read ``airflow.sdk.configuration``; only the
+    API server's pages (``ui/app.py``) read the core's."""
+    package = REPO / "airflow_checkpoint_provider"
+    core = {
+        str(path.relative_to(package))
+        for path in package.rglob("*.py")
+        if re.search(
+            r"^\s*from airflow\.configuration import|^\s*import airflow\.configuration", path.read_text(), re.M
+        )
+    }
+    assert core == {"ui/app.py"}, core
+
+
 def test_every_duration_takes_seconds_a_timedelta_or_a_unit():
     from airflow_checkpoint_provider.operators import SavepointOperator, StopStreamingJobOperator
     from airflow_checkpoint_provider.sensors import CheckpointHealthSensor, CheckpointSensor
