@@ -1,7 +1,8 @@
 """The checkpoint pages' web app, mounted on the Airflow API server under ``/checkpoints/`` by the plugin.
 
 Every route needs a logged-in user (Airflow's own token: the UI's ``_token`` cookie or a Bearer header);
-viewing needs read access to DAGs, "take savepoint" needs edit access to the DAG whose task runs the job, and
+a user who may read every DAG sees every job; one who may read only some DAGs sees the jobs those DAGs name
+(``dag_jobs``); "take savepoint" needs edit access to the DAG whose task runs the job, and
 each savepoint asked lands in Airflow's audit log with the user. Nothing shown carries credentials
 (``redaction.py``).
 Storage is read in a separate process (``reader``), never in the API server's event loop and never holding
@@ -21,6 +22,7 @@ from fastapi import Depends, FastAPI, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 
 from airflow_checkpoint_provider.redaction import public_url
+from airflow_checkpoint_provider.ui import dag_jobs as dag_jobs_module
 from airflow_checkpoint_provider.ui import pages, views
 from airflow_checkpoint_provider.ui.reader import read
 from airflow_checkpoint_provider.ui.roots import ConfiguredRoot, configured_roots
@@ -82,9 +84,40 @@ def _allowed(user: Any, method: str, dag_id: str | None) -> bool:
     return get_auth_manager().is_authorized_dag(method=method, details=details, user=user)
 
 
-def _require_view(user: Any) -> None:
-    if not _allowed(user, "GET", None):
+def _readable_dags(user: Any) -> set[str] | None:
+    """The DAGs this user may read; None when they may read every DAG. The auth manager answers, so Airflow's
+    multi-team setup (a team's DAGs for its members) is respected as it is everywhere else."""
+    if _allowed(user, "GET", None):
+        return None
+    from airflow.api_fastapi.app import get_auth_manager
+
+    return set(get_auth_manager().get_authorized_dag_ids(user=user, method="GET"))
+
+
+def _require_view(user: Any) -> set[str] | None:
+    """Viewing needs read access to some DAG; returns ``_readable_dags``."""
+    readable = _readable_dags(user)
+    if readable is not None and not readable:
         raise HTTPException(403, "viewing checkpoints needs read access to DAGs")
+    return readable
+
+
+def _visible(
+    rows: list[dict[str, Any]], roots: list[ConfiguredRoot], readable: set[str] | None
+) -> list[dict[str, Any]]:
+    """The rows a user sees: every job when they may read every DAG, else the jobs the DAGs they may read name."""
+    if readable is None:
+        return rows
+    named = [job for dag_id in sorted(readable) for job in dag_jobs_module.named_jobs(dag_id)]
+    return dag_jobs_module.rows_of(named, rows, roots)
+
+
+def _require_job_view(user: Any, root_index: int, job_name: str) -> None:
+    """A job's page needs read access to every DAG, or to a DAG that names the job."""
+    readable = _require_view(user)
+    row = {"job_name": job_name, "root_index": root_index}
+    if readable is not None and not _visible([row], configured_roots(), readable):
+        raise HTTPException(403, f"viewing job {job_name!r} needs read access to a DAG that runs it")
 
 
 def _root(index: int) -> ConfiguredRoot:
@@ -188,16 +221,51 @@ async def _no_framing_elsewhere(request: Request, call_next):
 
 @app.get("/", response_class=HTMLResponse)
 async def job_list(user: User) -> str:
-    await asyncio.to_thread(_require_view, user)
+    readable = await asyncio.to_thread(_require_view, user)
     roots, rows, errors = await _overview()
-    return pages.job_list_page(rows, _shown(roots), errors)
+    shown = await asyncio.to_thread(_visible, rows, roots, readable)
+    return pages.job_list_page(shown, _shown(roots), errors if readable is None else [])
+
+
+@app.get("/dags/{dag_id}", response_class=HTMLResponse)
+async def dag_jobs(dag_id: str, user: User) -> str:
+    """The "Checkpoints" tab of a DAG's page: the jobs its tasks run."""
+    return await _named_jobs_page(user, dag_id, None, "../")
+
+
+@app.get("/dags/{dag_id}/tasks/{task_id}", response_class=HTMLResponse)
+async def task_jobs(dag_id: str, task_id: str, user: User) -> str:
+    """The "Checkpoints" tab of a task instance: the job the task runs or watches."""
+    return await _named_jobs_page(user, dag_id, task_id, "../../../")
+
+
+async def _named_jobs_page(user: Any, dag_id: str, task_id: str | None, href_prefix: str) -> str:
+    if not await asyncio.to_thread(_allowed, user, "GET", dag_id):
+        raise HTTPException(403, f"viewing the checkpoints of DAG {dag_id!r} needs read access to it")
+    named = await asyncio.to_thread(dag_jobs_module.named_jobs, dag_id, task_id)
+    roots, rows, errors = await _overview()
+    where = f"task {task_id!r} of DAG {dag_id!r}" if task_id else f"DAG {dag_id!r}"
+    names = ", ".join(sorted({job.job_name for job in named}))
+    return pages.job_list_page(
+        dag_jobs_module.rows_of(named, rows, roots),
+        _shown(roots),
+        errors,
+        scope=f"Jobs {where} runs: {names}" if named else "",
+        href_prefix=href_prefix,
+        none_found=(
+            f"{where[0].upper()}{where[1:]} names no checkpointed job (or names it with a template that needs the "
+            "run's context)."
+            if not named
+            else f"No job named by {where} under the configured roots yet ({names})."
+        ),
+    )
 
 
 @app.get("/jobs/{root_index}/{job_name}", response_class=HTMLResponse)
 async def job_detail(
     root_index: int, job_name: str, user: User, requested: str = "", limit: int = views.SHOWN_CHECKPOINTS
 ) -> str:
-    await asyncio.to_thread(_require_view, user)
+    await asyncio.to_thread(_require_job_view, user, root_index, job_name)
     _, history = await _job(root_index, job_name, limit)
     message = ""
     if requested:
@@ -216,7 +284,7 @@ async def take_savepoint(
 ) -> RedirectResponse:
     """Write a savepoint request to the job's ``_control/`` (as ``spark_checkpoint_runtime savepoint`` does)."""
     _same_origin(request)
-    await asyncio.to_thread(_require_view, user)
+    await asyncio.to_thread(_require_job_view, user, root_index, job_name)
     root, history = await _job(root_index, job_name, 1)
     if not history["live_runs"]:
         raise HTTPException(409, f"job {job_name!r} has no running run to take a savepoint; start the job first")
@@ -234,13 +302,15 @@ async def take_savepoint(
 @app.get("/api/jobs")
 async def api_jobs(user: User) -> JSONResponse:
     """Every job under the configured roots, as the list page shows them."""
-    await asyncio.to_thread(_require_view, user)
+    readable = await asyncio.to_thread(_require_view, user)
     roots, rows, errors = await _overview()
-    return JSONResponse({"roots": [r.__dict__ for r in _shown(roots)], "jobs": rows, "errors": errors})
+    shown = await asyncio.to_thread(_visible, rows, roots, readable)
+    errors = errors if readable is None else []  # an error line names jobs the user may not see
+    return JSONResponse({"roots": [r.__dict__ for r in _shown(roots)], "jobs": shown, "errors": errors})
 
 
 @app.get("/api/jobs/{root_index}/{job_name}")
 async def api_job(root_index: int, job_name: str, user: User, limit: int = views.SHOWN_CHECKPOINTS) -> JSONResponse:
     """One job's history (the newest ``limit`` checkpoints), restore point, health and live runs."""
-    await asyncio.to_thread(_require_view, user)
+    await asyncio.to_thread(_require_job_view, user, root_index, job_name)
     return JSONResponse((await _job(root_index, job_name, limit))[1])

@@ -10,25 +10,54 @@ from airflow_checkpoint_provider.ui.charts import history_charts
 from spark_checkpoint_runtime.durations import format_bytes, format_duration
 
 STYLE = """
-body{font-family:system-ui,sans-serif;margin:20px;color:#1b1b1b}
+:root{--fg:#1b1b1b;--bg:#ffffff;--muted:#555;--line:#ddd;--head:#f3f5f8;--link:#1a5fb4;--good:#137333;--bad:#b3261e}
+:root.dark{--fg:#e2e8f0;--bg:#111827;--muted:#a0aec0;--line:#2d3748;--head:#1f2937;--link:#90cdf4;--good:#68d391;
+--bad:#fc8181;color-scheme:dark}
+body{font-family:system-ui,sans-serif;margin:20px;color:var(--fg);background:var(--bg)}
+a{color:var(--link)}
 table{border-collapse:collapse;margin:8px 0 20px}
-th,td{border-bottom:1px solid #ddd;padding:4px 10px;text-align:left;font-size:13px}
-th{background:#f3f5f8}
-.healthy{color:#137333}.stalled,.damaged{color:#b3261e;font-weight:600}
-.no-checkpoint{color:#777}.note{color:#555;font-size:13px}
+th,td{border-bottom:1px solid var(--line);padding:4px 10px;text-align:left;font-size:13px}
+th{background:var(--head)}
+.healthy{color:var(--good)}.stalled,.damaged{color:var(--bad);font-weight:600}
+.no-checkpoint,.note{color:var(--muted)}.note{font-size:13px}
 button{padding:6px 12px}
+svg text{fill:var(--fg)}
+"""
+
+# Follow Airflow's light or dark mode: the UI frames these pages (same origin) and marks its own document
+# "dark"; opened on their own, the pages follow the UI's stored choice, else the system's.
+THEME = """
+(function () {
+  function dark() {
+    try {
+      var ui = window.parent !== window && window.parent.document.documentElement;
+      if (ui) return ui.classList.contains("dark");
+    } catch (e) {}
+    var chosen = null;
+    try { chosen = localStorage.getItem("theme"); } catch (e) {}
+    if (chosen === "dark" || chosen === "light") return chosen === "dark";
+    return window.matchMedia("(prefers-color-scheme: dark)").matches;
+  }
+  function apply() { document.documentElement.classList.toggle("dark", dark()); }
+  apply();
+  try {
+    new MutationObserver(apply).observe(window.parent.document.documentElement, {attributes: true});
+  } catch (e) {}
+})();
 """
 
 
 def _page(title: str, body: str) -> str:
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(title)}</title>"
-        f"<style>{STYLE}</style></head><body>{body}</body></html>"
+        f"<style>{STYLE}</style><script>{THEME}</script></head><body>{body}</body></html>"
     )
 
 
-def job_href(row: dict[str, Any]) -> str:
-    return f"jobs/{row['root_index']}/{quote(row['job_name'])}"
+def job_href(row: dict[str, Any], prefix: str = "") -> str:
+    """The job page's link, relative (``prefix`` climbs from a page deeper than ``/checkpoints/``), so that it
+    works under any ``[api] base_url`` path."""
+    return f"{prefix}jobs/{row['root_index']}/{quote(row['job_name'])}"
 
 
 def _age(seconds: float | None) -> str:
@@ -40,8 +69,16 @@ def _health(health: dict[str, Any]) -> str:
     return f'<span class="{escape(state.replace(" ", "-"))}" data-health="{escape(state)}">{escape(state)}</span>'
 
 
-def job_list_page(rows: list[dict[str, Any]], roots: list[Any], errors: list[str]) -> str:
-    """Every job under the configured roots, one row each."""
+def job_list_page(
+    rows: list[dict[str, Any]],
+    roots: list[Any],
+    errors: list[str],
+    *,
+    scope: str = "",
+    href_prefix: str = "",
+    none_found: str = "No jobs under these roots yet.",
+) -> str:
+    """Every job under the configured roots, one row each; ``scope`` says which of them (a DAG's, a task's)."""
     if not roots:
         body = (
             "<h1>Checkpoints</h1><p>No checkpoint roots are configured. Set <code>[checkpoint_provider] roots</code> "
@@ -51,6 +88,7 @@ def job_list_page(rows: list[dict[str, Any]], roots: list[Any], errors: list[str
         return _page("Checkpoints", body)
     lines = [
         "<h1>Checkpoints</h1>",
+        f"<p id='scope'>{escape(scope)}</p>" if scope else "",
         "<p class='note'>Roots: " + ", ".join(f"[{r.index}] {escape(r.url)}" for r in roots) + "</p>",
         *(f"<p class='damaged'>{escape(e)}</p>" for e in errors),
         "<table id='jobs'><tr><th>Job</th><th>Root</th><th>Health</th><th>Latest valid checkpoint</th>"
@@ -59,7 +97,7 @@ def job_list_page(rows: list[dict[str, Any]], roots: list[Any], errors: list[str
     for row in rows:
         latest = row["latest_checkpoint_id"]
         lines.append(
-            f"<tr data-job='{escape(row['job_name'])}'><td><a href='{escape(job_href(row))}'>"
+            f"<tr data-job='{escape(row['job_name'])}'><td><a href='{escape(job_href(row, href_prefix))}'>"
             f"{escape(row['job_name'])}</a></td><td>{row['root_index']}</td><td>{_health(row['health'])}</td>"
             f"<td>{'' if latest is None else f'chk-{latest}'}</td>"
             f"<td>{escape(row['latest_completed'] or '')} {escape(_age(row['health']['age_seconds']))}</td>"
@@ -68,7 +106,7 @@ def job_list_page(rows: list[dict[str, Any]], roots: list[Any], errors: list[str
         )
     lines.append("</table>")
     if not rows:
-        lines.append("<p>No jobs under these roots yet.</p>")
+        lines.append(f"<p id='none-found'>{escape(none_found)}</p>")
     return _page("Checkpoints", "".join(lines))
 
 

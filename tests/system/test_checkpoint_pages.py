@@ -9,6 +9,7 @@ and a viewer may look but not take a savepoint. Screenshots of both pages go to 
 
 from __future__ import annotations
 
+import html
 import json
 import signal
 import subprocess
@@ -30,6 +31,23 @@ from tests.support.ui import Screenshots, headless_chromium, wait_until
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 PASSWORDS = {"admin": "admin-pw-for-tests", "viewer": "viewer-pw-for-tests"}
+# A DAG whose task names the test's job through a param: its "Checkpoints" tab lists that job.
+ORDERS_DAG = """
+from datetime import datetime
+
+from airflow.sdk import DAG, Param
+
+from airflow_checkpoint_provider.operators import CheckpointedStreamingJobOperator
+
+PARAMS = {{"job": Param("orders", type="string")}}
+with DAG("orders_job", schedule=None, start_date=datetime(2026, 1, 1), params=PARAMS):
+    CheckpointedStreamingJobOperator(
+        task_id="run_job",
+        job_name="{{{{ params.job }}}}",
+        checkpoint_root={root!r},
+        pipeline="examples.pipelines:running_counts",
+    )
+"""
 
 
 def request(url: str, *, token: str | None = None, method: str = "GET", data: bytes | None = None, **headers):
@@ -136,12 +154,16 @@ def test_checkpoint_pages_show_history_savepoints_and_damage_behind_airflows_aut
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
-    home = tmp_path / "airflow-home"
+    home, dags = tmp_path / "airflow-home", tmp_path / "dags"
     home.mkdir()
     (home / "simple_auth_manager_passwords.json.generated").write_text(json.dumps(PASSWORDS))
+    dags.mkdir()
+    for example in (REPO / "dags").glob("*.py"):
+        (dags / example.name).symlink_to(example)
+    (dags / "orders_job.py").write_text(ORDERS_DAG.format(root=str(root)))
     airflow = LocalAirflow(
         home,
-        REPO / "dags",
+        dags,
         {
             "AIRFLOW__CHECKPOINT_PROVIDER__ROOTS": f"{root}",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
@@ -190,6 +212,52 @@ def test_checkpoint_pages_show_history_savepoints_and_damage_behind_airflows_aut
         audit = json.loads(answer)["event_logs"]
         assert status == 200 and [(e["event"], e["owner"]) for e in audit] == [("checkpoint_savepoint", "admin")], audit
         assert json.loads(audit[0]["extra"])["job_name"] == "orders"
+
+        # The DAG's own "Checkpoints" tab lists the job its task names (through a param), in Airflow's frame.
+        reserialized = airflow.airflow("dags", "reserialize")
+        assert reserialized.returncode == 0, reserialized.stderr[-2000:]
+        browser.get(f"{airflow.url}/dags/orders_job")
+
+        def tab():
+            return next(
+                (
+                    a
+                    for a in browser.find_elements(By.TAG_NAME, "a")
+                    if a.text.strip() == "Checkpoints" and "/dags/orders_job/plugin/" in (a.get_attribute("href") or "")
+                ),
+                None,
+            )
+
+        wait_until(tab, 60, "the DAG's Checkpoints tab").click()
+        browser.switch_to.frame(wait_until(lambda: browser.find_element(By.TAG_NAME, "iframe"), 60, "the tab's frame"))
+        row = wait_until(lambda: browser.find_element(By.CSS_SELECTOR, "tr[data-job='orders']"), 60, "the DAG's job")
+        assert "DAG 'orders_job' runs: orders" in browser.find_element(By.ID, "scope").text
+        assert len(browser.find_elements(By.CSS_SELECTOR, "tr[data-job]")) == 1, "only the jobs the DAG names"
+        shots.take(browser, "checkpoints-dag-tab")
+        light = browser.execute_script("return getComputedStyle(document.body).backgroundColor")
+        # Airflow in dark mode (its stored choice, as its own toggle sets it): the framed page follows.
+        browser.switch_to.default_content()
+        browser.execute_script("localStorage.setItem('theme', 'dark')")
+        browser.refresh()
+        wait_until(lambda: "dark" in browser.find_element(By.TAG_NAME, "html").get_attribute("class"), 30, "dark mode")
+        browser.switch_to.frame(wait_until(lambda: browser.find_element(By.TAG_NAME, "iframe"), 60, "the tab's frame"))
+        row = wait_until(lambda: browser.find_element(By.CSS_SELECTOR, "tr[data-job='orders']"), 60, "the DAG's job")
+        dark = browser.execute_script("return getComputedStyle(document.body).backgroundColor")
+        assert (light, dark) == ("rgb(255, 255, 255)", "rgb(17, 24, 39)"), (light, dark)
+        shots.take(browser, "checkpoints-dag-tab-dark")
+        browser.switch_to.default_content()
+        browser.execute_script("localStorage.setItem('theme', 'light')")
+        browser.switch_to.frame(browser.find_element(By.TAG_NAME, "iframe"))
+        row = browser.find_element(By.CSS_SELECTOR, "tr[data-job='orders']")
+        row.find_element(By.TAG_NAME, "a").click()  # the job page, in the same frame, under any base URL path
+        wait_until(lambda: browser.find_element(By.ID, "checkpoints"), 60, "the job page from the tab")
+        browser.switch_to.default_content()
+        # The task instance's tab names the task's job; a DAG that names none says so.
+        status, page = request(f"{airflow.url}/checkpoints/dags/orders_job/tasks/run_job", token=admin)
+        assert status == 200 and "data-job='orders'" in page, (status, page[-500:])
+        assert "Jobs task 'run_job' of DAG 'orders_job' runs: orders" in html.unescape(page)
+        status, page = request(f"{airflow.url}/checkpoints/dags/upgrade_with_savepoint", token=admin)
+        assert status == 200 and "data-job='orders'" not in page, (status, page[-500:])
 
         # A viewer may look, not take a savepoint.
         viewer = token_for(airflow, "viewer")

@@ -39,3 +39,81 @@ def test_a_savepoint_needs_edit_access_to_every_dag_that_may_own_the_running_job
     granted.add(None)
     assert app._may_savepoint(object(), {"live_runs": [{"run_key": None}]})
     assert not app._may_savepoint(object(), {"live_runs": []}), "nothing running: nothing to savepoint"
+
+
+def test_a_dags_checkpoints_tab_lists_the_jobs_its_tasks_name(tmp_path):
+    """The DAG and task-instance tabs read the DAG's serialized form (what the API server has): the example
+    ``restore_automation`` names its job through params, rendered with their defaults; a task's tab lists the
+    job of that task only; rows match by job name and configured root."""
+    from airflow_checkpoint_provider.ui.dag_jobs import NamedJob, named_jobs, rendered, rows_of
+    from airflow_checkpoint_provider.ui.roots import ConfiguredRoot
+
+    demo_root = _serialize_restore_automation()
+    named = named_jobs("restore_automation")
+    assert {(job.job_name, job.checkpoint_root) for job in named} == {("event-counts", demo_root.rstrip("/"))}
+    assert {job.task_id for job in named} >= {"run_job", "watch_health", "restore_from_latest"}
+    assert named_jobs("restore_automation", "watch_health") == [NamedJob("watch_health", "event-counts", demo_root)]
+    assert named_jobs("no_such_dag") == []
+    # Templates that need the run's context are unknowable here; plain values pass as they are.
+    assert rendered("{{ ds }}-orders", {}) is None and rendered("orders", {}) == "orders"
+    assert rendered("{{ params.job }}", {"job": "orders"}) == "orders"
+
+    roots = [ConfiguredRoot(0, str(tmp_path / "other"), None), ConfiguredRoot(1, demo_root.rstrip("/"), None)]
+    rows = [
+        {"job_name": "event-counts", "root_index": 0, "root": roots[0].url},
+        {"job_name": "event-counts", "root_index": 1, "root": roots[1].url},
+        {"job_name": "orders", "root_index": 1, "root": roots[1].url},
+    ]
+    assert rows_of(named, rows, roots) == [rows[1]]
+    from_connection = [NamedJob("t", "orders", None)]  # the root comes from the task's connection: any root
+    assert rows_of(from_connection, rows, roots) == [rows[2]]
+    assert rows_of([NamedJob("t", "orders", "/not/configured")], rows, roots) == []
+
+
+def _serialize_restore_automation() -> str:
+    """Write the example DAG ``restore_automation`` to the database as the DAG processor does; its default root."""
+    from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
+    from airflow.models.dagbundle import DagBundleModel
+    from airflow.utils.session import create_session
+
+    from tests.support.airflow_env import DAGS_FOLDER
+
+    with create_session() as session:
+        session.merge(DagBundleModel(name="dag-jobs-test"))
+    bag = DagBag(dag_folder=str(DAGS_FOLDER / "restore_automation.py"))
+    sync_bag_to_db(bag, "dag-jobs-test", None)
+    return bag.dags["restore_automation"].params["checkpoint_root"]
+
+
+def test_a_user_who_may_read_some_dags_sees_only_the_jobs_they_name(monkeypatch):
+    """Who reads every DAG sees every job; who reads some DAGs sees the jobs those DAGs name, and no other
+    job's page or JSON; who reads none is refused. The serialized DAG is real; the per-DAG permissions are a
+    stand-in for an auth manager that has them (Airflow's simple auth manager has none)."""
+    import pytest
+    from fastapi import HTTPException
+
+    from airflow_checkpoint_provider.ui import app
+    from airflow_checkpoint_provider.ui.roots import ConfiguredRoot
+
+    roots = [ConfiguredRoot(0, _serialize_restore_automation().rstrip("/"), None)]
+    rows = [{"job_name": name, "root_index": 0, "root": roots[0].url} for name in ("event-counts", "orders")]
+
+    class PerDagAuthManager:
+        readable = {"reader": {"restore_automation"}, "stranger": set()}
+
+        def get_authorized_dag_ids(self, *, user, method="GET"):
+            return self.readable[user]
+
+    import airflow.api_fastapi.app as api_app
+
+    monkeypatch.setattr(api_app, "get_auth_manager", PerDagAuthManager)
+    monkeypatch.setattr(app, "_allowed", lambda user, method, dag_id: user == "admin")
+    monkeypatch.setattr(app, "configured_roots", lambda: roots)
+    assert app._visible(rows, roots, app._require_view("admin")) == rows
+    readable = app._require_view("reader")
+    assert readable == {"restore_automation"} and app._visible(rows, roots, readable) == [rows[0]]
+    app._require_job_view("reader", 0, "event-counts")
+    with pytest.raises(HTTPException, match="needs read access to a DAG that runs it"):
+        app._require_job_view("reader", 0, "orders")
+    with pytest.raises(HTTPException, match="needs read access to DAGs"):
+        app._require_view("stranger")
