@@ -19,6 +19,7 @@ from spark_checkpoint_runtime.layout import (
     CheckpointMetadata,
     DamagedCheckpoint,
     JobFolder,
+    PendingUpload,
     UnsupportedFormatVersion,
     checkpoint_dir_name,
     entry_intact,
@@ -233,6 +234,8 @@ class JobRetentionPlan:
     delete_orphan_folders: list[int]
     delete_shared: list[str]
     bytes_freed: int
+    # Multipart uploads older than the orphan grace that no writer completed (S3): aborted, so their parts go.
+    abort_uploads: list[PendingUpload] = field(default_factory=list)
     # Job-relative paths of every file the planning listing saw in the folders it deletes (not reported):
     # on object storage they go in batched deletes, with no listing per folder.
     folder_files: list[str] = field(default_factory=list, repr=False)
@@ -253,6 +256,7 @@ class JobRetentionPlan:
                 "savepoints": self.delete_savepoints,
                 "orphan_checkpoint_folders": self.delete_orphan_folders,
                 "shared_files": self.delete_shared,
+                "pending_uploads": [upload.path for upload in self.abort_uploads],
             },
             "bytes_freed": self.bytes_freed,
         }
@@ -372,7 +376,8 @@ def plan_job_retention(
         orphan_folders,
         delete_shared,
         freed,
-        folder_files,
+        abort_uploads=storage.pending_uploads(orphan_grace, now),
+        folder_files=folder_files,
     )
 
 
@@ -394,6 +399,7 @@ def apply_job_retention(storage: JobFolder, plan: JobRetentionPlan) -> None:
     in_checkpoints = [path for path in plan.folder_files if not path.startswith(f"{SAVEPOINTS_DIR}/")]
     storage.checkpoints.discard(sorted(deleted), in_checkpoints)
     storage.savepoints.discard(plan.delete_savepoints, in_savepoints)
+    storage.abort_uploads(plan.abort_uploads)
     newer = []
     for checkpoint_id in storage.checkpoints.ids():
         if checkpoint_id in deleted or checkpoint_id in plan.kept_checkpoints:

@@ -96,6 +96,7 @@ from spark_checkpoint_runtime.layout.savepoints import (
     Savepoints,
 )
 from spark_checkpoint_runtime.layout.store import (
+    PendingUpload,
     SnapshotExists,
     StoreNotExclusive,
     create_exclusively,
@@ -107,6 +108,7 @@ from spark_checkpoint_runtime.layout.store import (
 )
 
 __all__ = [
+    "PendingUpload",
     "CHECKPOINT_PREFIX",
     "CONTROL_DIR",
     "CheckpointFormatError",

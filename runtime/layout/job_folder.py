@@ -37,12 +37,15 @@ from spark_checkpoint_runtime.layout.names import (
 )
 from spark_checkpoint_runtime.layout.savepoints import SavepointFolder, Savepoints
 from spark_checkpoint_runtime.layout.store import (
+    PendingUpload,
+    abort_uploads,
     delete_each,
     discard_folders,
     files_under,
     is_object_store,
     modified_time,
     open_url,
+    pending_uploads,
     probe_exclusive_create,
 )
 
@@ -227,6 +230,16 @@ class JobFolder:
         delete_each(self.fs, paths, recursive=False)
         if isinstance(self.fs, LocalFileSystem):
             self._remove_empty_folders({posixpath.dirname(path) for path in paths})
+
+    def pending_uploads(self, older_than: float, now: float) -> list[PendingUpload]:
+        """Multipart uploads under the job folder begun more than ``older_than`` seconds before ``now`` and never
+        completed (a writer killed mid-upload of a large file); empty on stores without them."""
+        return [u for u in pending_uploads(self.fs, self.job_path) if now - u.initiated > older_than]
+
+    def abort_uploads(self, uploads: list[PendingUpload]) -> None:
+        """Abort ``uploads`` (from ``pending_uploads``) that lie inside the job folder."""
+        inside = set(self.inside_job([upload.path for upload in uploads]))
+        abort_uploads(self.fs, [upload for upload in uploads if upload.path in inside])
 
     def _remove_empty_folders(self, folders: set[str]) -> None:
         """Remove each of ``folders`` that is empty, then its parents up to (not including) the job folder."""

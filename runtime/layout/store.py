@@ -6,6 +6,7 @@ import os
 import posixpath
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import fsspec
@@ -323,3 +324,50 @@ def modified_time(info: dict[str, Any]) -> float | None:
         except ValueError:
             continue
     return None
+
+
+@dataclass(frozen=True)
+class PendingUpload:
+    """A multipart upload begun and never completed nor aborted: a writer killed mid-upload of a large file
+    leaves one. No listing shows it, and its parts are stored and billed until it is aborted."""
+
+    path: str  # as the filesystem names it (bucket/key)
+    upload_id: str
+    initiated: float  # epoch seconds
+
+
+def pending_uploads(fs: fsspec.AbstractFileSystem, folder: str) -> list[PendingUpload]:
+    """The multipart uploads pending under ``folder``; empty on stores without them (S3 only for now)."""
+    if not _is_s3(fs):
+        return []
+    bucket, prefix, _ = fs.split_path(folder)
+    prefix = prefix.rstrip("/") + "/"
+    found: list[PendingUpload] = []
+    markers: dict[str, str] = {}
+    while True:
+        page = fs.call_s3("list_multipart_uploads", Bucket=bucket, Prefix=prefix, **markers)
+        for upload in page.get("Uploads", []) or []:
+            initiated = upload.get("Initiated")
+            found.append(
+                PendingUpload(
+                    f"{bucket}/{upload['Key']}", upload["UploadId"], initiated.timestamp() if initiated else 0.0
+                )
+            )
+        if not page.get("IsTruncated"):
+            return found
+        markers = {"KeyMarker": page["NextKeyMarker"], "UploadIdMarker": page["NextUploadIdMarker"]}
+
+
+def abort_uploads(fs: fsspec.AbstractFileSystem, uploads: list[PendingUpload]) -> None:
+    """Abort pending multipart uploads (their parts are deleted); one already gone is fine."""
+    for upload in uploads:
+        bucket, key, _ = fs.split_path(upload.path)
+        try:
+            fs.call_s3("abort_multipart_upload", Bucket=bucket, Key=key, UploadId=upload.upload_id)
+        except FileNotFoundError:
+            pass  # completed or aborted meanwhile
+
+
+def _is_s3(fs: fsspec.AbstractFileSystem) -> bool:
+    protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
+    return bool(protocols & {"s3", "s3a"}) and hasattr(fs, "call_s3")

@@ -223,3 +223,43 @@ def test_batched_puts_go_a_chunk_at_a_time_and_stop_between_chunks(counted, tmp_
     assert sizes == [[big, big, big], [big, 10]]
     huge = [PutFile("s", "d", "t", PUT_BYTES_IN_FLIGHT * 2)]
     assert [len(chunk) for chunk in _chunks(huge)] == [1], "a file larger than the bound goes alone"
+
+
+def test_retention_aborts_the_multipart_uploads_a_killed_writer_left(counted):
+    """A writer killed mid-upload of a large file leaves a multipart upload: no listing shows it, and its parts
+    are billed until it is aborted. Retention aborts those under the job folder once older than the orphan
+    grace (a running job's upload is younger), and no other job's."""
+    import boto3
+
+    from benchmarks.request_cost import write_checkpoint as small_checkpoint
+    from spark_checkpoint_runtime.retention import apply_job_retention, plan_job_retention
+
+    storage = JobFolder(f"s3://{counted.bucket}/uploads", "orders", counted.options)
+    small_checkpoint(storage, 1)
+    client = boto3.client(
+        "s3",
+        endpoint_url=counted.options["client_kwargs"]["endpoint_url"],
+        aws_access_key_id=counted.options["key"],
+        aws_secret_access_key=counted.options["secret"],
+        region_name="us-east-1",
+    )
+
+    def begin(key: str) -> None:
+        upload = client.create_multipart_upload(Bucket=counted.bucket, Key=key)
+        client.upload_part(Bucket=counted.bucket, Key=key, UploadId=upload["UploadId"], PartNumber=1, Body=b"x" * 1024)
+
+    ours, theirs = "uploads/orders/shared/run-1/000012.sst", "uploads/orders-2/shared/run-1/000012.sst"
+    begin(ours)
+    begin(theirs)  # another job whose name starts with this one's
+    # Ages count from the store's initiation time (moto reports a fixed one, so "now" is set from it).
+    listed = client.list_multipart_uploads(Bucket=counted.bucket, Prefix=ours)["Uploads"]
+    initiated = listed[0]["Initiated"].timestamp()
+    assert plan_job_retention(storage, num_retained=1, orphan_grace=3600, now=initiated + 60).abort_uploads == []
+    plan = plan_job_retention(storage, num_retained=1, orphan_grace=3600, now=initiated + 3601)
+    assert [upload.path for upload in plan.abort_uploads] == [f"{counted.bucket}/{ours}"]
+    assert plan.as_report(dry_run=False)["deleted"]["pending_uploads"] == [f"{counted.bucket}/{ours}"]
+    apply_job_retention(storage, plan)
+    left = client.list_multipart_uploads(Bucket=counted.bucket, Prefix="uploads/").get("Uploads", [])
+    assert [upload["Key"] for upload in left] == [theirs]
+    local = JobFolder("/tmp/no-such-root", "orders")
+    assert local.pending_uploads(0, time.time()) == [], "stores without multipart uploads have none"
