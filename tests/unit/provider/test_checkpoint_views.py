@@ -11,7 +11,7 @@ import pytest
 
 from airflow_checkpoint_provider.ui import views
 from airflow_checkpoint_provider.ui.charts import history_charts
-from airflow_checkpoint_provider.ui.pages import job_list_page, job_page
+from airflow_checkpoint_provider.ui.pages import THEME, job_list_page, job_page
 from airflow_checkpoint_provider.ui.roots import ConfiguredRoot, parse_roots, root_index_of
 from spark_checkpoint_runtime.layout import JobFolder, now_ms
 from tests.support.helpers import write_checkpoint
@@ -41,7 +41,9 @@ def test_restore_point_skips_damaged_checkpoints_and_says_why(tmp_path: Path):
     assert (summary["latest_checkpoint_id"], summary["damaged_checkpoints"], summary["running"]) == (2, 1, False)
     page = job_page(history)
     assert "chk-2" in page and "missing shared/r1/state-3" in page and "<svg" in page
-    assert "<script" not in page, "no scripts, no external assets"
+    # No external assets; the one script is the fixed, inline one that follows Airflow's light or dark mode
+    # (the content never depends on it).
+    assert page.count("<script") == 1 and f"<script>{THEME}</script>" in page and " src=" not in page
 
 
 def test_stalled_and_all_damaged_jobs_are_told_apart(tmp_path: Path):
