@@ -79,7 +79,13 @@ def test_retention_operator_dry_run_then_for_real(tmp_path: Path):
     assert after == before, "a dry run changes nothing but storing its report"
     # XCom holds counts; the full report is stored under the job's _reports/ and named in the summary.
     assert summary["kept"] == {"checkpoints": 2, "savepoints": 2}
-    assert summary["deleted"] == {"checkpoints": 2, "savepoints": 2, "orphan_checkpoint_folders": 1, "shared_files": 3}
+    assert summary["deleted"] == {
+        "checkpoints": 2,
+        "savepoints": 2,
+        "orphan_checkpoint_folders": 1,
+        "shared_files": 3,
+        "pending_uploads": 0,  # multipart uploads: S3 only
+    }
     report = json.loads(Path(summary["report_path"].removeprefix("file://")).read_text())
     assert report["dry_run"] is True and summary["dry_run"] is True
     assert report["kept"] == {"checkpoints": [3, 4], "savepoints": ["savepoint-c", "savepoint-d"]}
@@ -88,6 +94,7 @@ def test_retention_operator_dry_run_then_for_real(tmp_path: Path):
         "savepoints": ["savepoint-a", "savepoint-b"],  # b: beyond max count 2; a: also older than 7d
         "orphan_checkpoint_folders": [5],
         "shared_files": ["shared/r1/old-orphan", "shared/r1/state/0/0/2.delta", "shared/r1/state/0/0/3.delta"],
+        "pending_uploads": [],
     }
     assert report["bytes_freed"] == summary["bytes_freed"] > 0
 
