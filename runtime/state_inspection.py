@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from spark_checkpoint_runtime.errors import EXIT_BAD_INPUT, EXIT_OK
-from spark_checkpoint_runtime.layout import CheckpointFormatError, JobFolder, ValidCheckpoint
+from spark_checkpoint_runtime.layout import CheckpointFormatError, CheckpointMetadata, JobFolder, ValidCheckpoint
 from spark_checkpoint_runtime.options import CommandParser, OptionsError, load_spec
 from spark_checkpoint_runtime.snapshot import materialize
 from spark_checkpoint_runtime.spark_versions import UnsupportedSparkFeature, parse_version, require
@@ -90,8 +90,13 @@ def snapshot_for(storage: JobFolder, checkpoint_id: int | None, savepoint: str |
 def file_bytes(snapshot: ValidCheckpoint) -> dict[tuple[int, str, int], int]:
     """Bytes of the snapshot's state data files by (operator, store, partition), from its ``_metadata``
     (operator metadata and schema files left out)."""
+    return state_bytes(snapshot.metadata)
+
+
+def state_bytes(meta: CheckpointMetadata) -> dict[tuple[int, str, int], int]:
+    """``file_bytes`` from a checkpoint's ``_metadata`` alone (no Spark, no state read): what the UI charts."""
     found: dict[tuple[int, str, int], int] = {}
-    for entry in snapshot.metadata.files:
+    for entry in meta.files:
         split = state_store_folder(entry.target)
         if split is None:
             continue

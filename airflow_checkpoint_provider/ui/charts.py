@@ -1,5 +1,5 @@
-"""Checkpoint duration and size over time, drawn on the server as inline SVG (no scripts, no external assets:
-the page works without internet)."""
+"""Checkpoint duration and size over time, and state bytes per partition, drawn on the server as inline SVG
+(no scripts, no external assets: the page works without internet)."""
 
 from __future__ import annotations
 
@@ -47,4 +47,39 @@ def history_charts(checkpoints: list[dict]) -> str:
     sizes = [(c["id"], c.get("bytes_written") or 0) for c in done]
     return line_chart("Checkpoint duration", durations, format_duration) + line_chart(
         "Bytes written per checkpoint", sizes, lambda v: format_bytes(int(v))
+    )
+
+
+def partition_charts(partitions: list[dict]) -> str:
+    """One bar chart per stateful operator and store: the restore point's state bytes per partition, with the
+    largest against the median (skew)."""
+    if not partitions:
+        return ""
+    stores: dict[tuple[int, str], list[tuple[int, int]]] = {}
+    for part in partitions:
+        stores.setdefault((part["operator"], part["store"]), []).append((part["partition"], part["bytes"]))
+    return "".join(_bars(operator, store, sorted(bars)) for (operator, store), bars in sorted(stores.items()))
+
+
+def _bars(operator: int, store: str, bars: list[tuple[int, int]]) -> str:
+    sizes = sorted(size for _, size in bars)
+    top, median = sizes[-1] or 1, sizes[len(sizes) // 2]
+    skew = f"{sizes[-1] / median:.1f}x the median" if median else "the median is empty"
+    title = f"State bytes per partition, operator {operator} ({store}): largest {format_bytes(sizes[-1])}, {skew}"
+    width = (WIDTH - 2 * PAD) / len(bars)
+    rects = "".join(
+        f'<rect x="{PAD + i * width:.1f}" y="{HEIGHT - PAD / 2 - size / top * (HEIGHT - PAD):.1f}" '
+        f'width="{max(width - 1, 1):.1f}" height="{size / top * (HEIGHT - PAD):.1f}">'
+        f"<title>partition {partition}: {escape(format_bytes(size))}</title></rect>"
+        for i, (partition, size) in enumerate(bars)
+    )
+    return (
+        f'<svg role="img" aria-label="{escape(title)}" width="{WIDTH}" height="{HEIGHT}" '
+        f'viewBox="0 0 {WIDTH} {HEIGHT}" xmlns="http://www.w3.org/2000/svg" class="chart partitions" '
+        f'data-operator="{operator}" data-store="{escape(store)}" data-partitions="{len(bars)}">'
+        f'<text x="{PAD}" y="14" font-size="12">{escape(title)}</text>'
+        f'<line x1="{PAD}" y1="{HEIGHT - PAD / 2}" x2="{WIDTH - PAD}" y2="{HEIGHT - PAD / 2}" stroke="#999"/>'
+        f'<text x="{PAD}" y="{HEIGHT - 4}" font-size="10">partition {bars[0][0]}</text>'
+        f'<text x="{WIDTH - PAD}" y="{HEIGHT - 4}" font-size="10" text-anchor="end">partition {bars[-1][0]}</text>'
+        f'<g fill="#2a6fb0">{rects}</g></svg>'
     )

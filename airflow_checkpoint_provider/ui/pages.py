@@ -6,7 +6,7 @@ from html import escape
 from typing import Any
 from urllib.parse import quote
 
-from airflow_checkpoint_provider.ui.charts import history_charts
+from airflow_checkpoint_provider.ui.charts import history_charts, partition_charts
 from spark_checkpoint_runtime.durations import format_bytes, format_duration
 
 STYLE = """
@@ -175,6 +175,9 @@ def job_page(history: dict[str, Any], *, message: str = "", can_savepoint: bool 
     shown = history["shown"]
     total = history["checkpoint_count"]
     lines.append(history_charts(history["checkpoints"]))
+    if history.get("partitions"):
+        lines.append(f"<h2>State of chk-{point['id']} by partition</h2>")
+        lines.append(partition_charts(history["partitions"]))
     note = f" (newest {shown} of {total})" if shown < total else ""
     lines.append(f"<h2>Checkpoints{escape(note)}</h2>")
     if shown < total:

@@ -17,6 +17,7 @@ from airflow_checkpoint_provider.redaction import Redaction, public_url
 from airflow_checkpoint_provider.sensors.health import progress_window
 from airflow_checkpoint_provider.ui.roots import ConfiguredRoot
 from spark_checkpoint_runtime.layout import CheckpointMetadata, ControlChannel, DamagedCheckpoint, JobFolder
+from spark_checkpoint_runtime.state_inspection import state_bytes
 
 # The health sensor's rule with its defaults (10 s interval, 10 min timeout, no tolerable failures): 20 min.
 HEALTH_WINDOW_SECONDS = progress_window(10, 600, 0)
@@ -118,7 +119,7 @@ def _job_history(root: ConfiguredRoot, job_name: str, limit: int) -> dict[str, A
     ids = storage.checkpoints.ids()
     shown_ids = ids[-max(1, min(limit, MAX_SHOWN_CHECKPOINTS)) :]
     read = {checkpoint_id: _read_one(storage, checkpoint_id) for checkpoint_id in shown_ids}
-    point, _ = restore_point(storage, ids)
+    point, point_meta = restore_point(storage, ids)
     damaged = {d["id"]: d["reason"] for d in point["damaged"]}
     checkpoints = []
     for checkpoint_id in shown_ids:
@@ -148,9 +149,22 @@ def _job_history(root: ConfiguredRoot, job_name: str, limit: int) -> dict[str, A
         "checkpoints": checkpoints,
         "savepoints": _savepoints(storage),
         "restore_point": point,
+        "partitions": partition_bytes(point_meta),
         "health": health(latest, bool(point["damaged"]), time.time()),
         "live_runs": live,
     }
+
+
+def partition_bytes(meta: CheckpointMetadata | None) -> list[dict[str, Any]]:
+    """The restore point's state bytes per stateful operator, store and partition (from its ``_metadata``: a
+    skewed partition shows here; ``spark_checkpoint_runtime state --summary`` adds the rows, with Spark)."""
+    if meta is None:
+        return []
+    found = state_bytes(meta)
+    return [
+        {"operator": operator, "store": store, "partition": partition, "bytes": found[(operator, store, partition)]}
+        for operator, store, partition in sorted(found)
+    ]
 
 
 def job_summary(root: ConfiguredRoot, job_name: str, redaction: Redaction | None = None) -> dict[str, Any]:

@@ -149,3 +149,25 @@ def test_no_credential_reaches_a_page_its_json_or_an_error_line(monkeypatch):
         "root 1 (sftp://host/ck): PermissionError: access denied for sftp://host/ck (password ***) "
         "(the API server's log has the full error)"
     ]
+
+
+def test_the_job_page_charts_the_restore_points_state_by_partition(tmp_path: Path):
+    """Bytes per stateful operator, store and partition, from the restore point's ``_metadata`` (no Spark): a
+    skewed partition stands out; a join's stores are charted apart."""
+    storage = JobFolder(str(tmp_path), "orders")
+    files = ["state/0/0/1.delta", "state/0/1/1.delta", "state/0/1/2.delta", "state/0/2/1.delta"]
+    files += ["state/1/0/left-keyToNumValues/1.delta", "state/0/_metadata/v2/0"]  # operator metadata: not state
+    write_checkpoint(storage, 1, files)
+    history = views.job_history(ConfiguredRoot(0, str(tmp_path)), "orders")
+    assert history["partitions"] == [
+        {"operator": 0, "store": "default", "partition": 0, "bytes": 10},
+        {"operator": 0, "store": "default", "partition": 1, "bytes": 20},
+        {"operator": 0, "store": "default", "partition": 2, "bytes": 10},
+        {"operator": 1, "store": "left-keyToNumValues", "partition": 0, "bytes": 10},
+    ]
+    page = job_page(history)
+    assert "State of chk-1 by partition" in page
+    assert 'data-operator="0" data-store="default" data-partitions="3"' in page
+    assert "operator 0 (default): largest 20 B, 2.0x the median" in page
+    assert "<title>partition 1: 20 B</title>" in page
+    assert 'data-store="left-keyToNumValues" data-partitions="1"' in page
