@@ -324,6 +324,9 @@ def test_checkpoint_pages_show_history_savepoints_and_damage_behind_airflows_aut
             assert by_id[checkpoint_id]["completion_timestamp_ms"] == meta["completion_timestamp_ms"]
         assert api["restore_point"]["id"] == ids[-2] and api["restore_point"]["damaged"][0]["id"] == newest
         assert "<svg" in browser.page_source, "the duration and size charts"
+        charted = browser.find_elements(By.CSS_SELECTOR, "svg.partitions")
+        partitions = {int(chart.get_attribute("data-partitions")) for chart in charted}
+        assert partitions == {2}, "the restore point's state by partition (the job runs 2 shuffle partitions)"
         shots.take(browser, "checkpoints-job")
 
         # The checkpoint_storage connection form, as Airflow 3.3 shows it from the provider info: labels,
