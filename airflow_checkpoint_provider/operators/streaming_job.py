@@ -15,8 +15,8 @@ from airflow.providers.common.compat.openlineage.utils.spark import (
     inject_parent_job_information_into_spark_properties,
     inject_transport_information_into_spark_properties,
 )
+from airflow.providers.common.compat.sdk import conf as airflow_conf
 from airflow.sdk import Asset, AssetAlias, BaseOperator, Context
-from airflow.sdk.configuration import conf as airflow_conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_checkpoint_provider.durations import Duration, for_runtime, to_seconds

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from airflow.providers.common.compat.sdk import conf
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
-from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_checkpoint_provider.durations import sensor_durations

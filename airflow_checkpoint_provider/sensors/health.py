@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from airflow.providers.common.compat.sdk import conf
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
-from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_checkpoint_provider.durations import Duration, sensor_durations, to_seconds

@@ -22,7 +22,8 @@ ran arrive then, and none arrives twice. Only a triggerer that dies in the secon
 moving the cursor sends that event again on restart (its ``checkpoint_id`` tells a consumer it is the same
 commit). The first watch of a job starts at its newest completed checkpoint. Two Airflow deployments watching
 one job each give their own ``cursor`` name; ``cursor=None`` keeps no cursor (each start begins at the newest
-checkpoint, and nothing is written to the job folder).
+checkpoint, and nothing is written to the job folder). Airflow before 3.3 has no ack mode: there the watch
+keeps no cursor either.
 """
 
 from __future__ import annotations
@@ -32,7 +33,15 @@ from collections.abc import AsyncIterator, Hashable, Sequence
 from typing import Any
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
-from airflow.triggers.shared_stream import AdvanceItem, SharedStreamProducer
+
+try:  # Airflow 3.3: the triggerer's ack mode, which moves the cursor only once events are stored
+    from airflow.triggers.shared_stream import AdvanceItem, SharedStreamProducer
+
+    ACK_MODE = True
+except ImportError:  # Airflow before 3.3: the plain loop, which keeps no cursor
+    AdvanceItem = Any  # type: ignore[assignment,misc]
+    SharedStreamProducer = object  # type: ignore[assignment,misc]
+    ACK_MODE = False
 
 from airflow_checkpoint_provider.durations import Duration
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
@@ -128,8 +137,8 @@ class CheckpointCommitTrigger(StoragePollingTrigger, BaseEventTrigger):
 
     def shared_stream_key(self) -> Hashable | None:
         """Watchers of one job with one cursor share one look at storage (and one cursor)."""
-        if self.cursor is None:
-            return None  # no cursor to keep: the plain loop in ``run``
+        if self.cursor is None or not ACK_MODE:
+            return None  # no cursor to keep, or an Airflow before 3.3: the plain loop in ``run``
         return (type(self).__qualname__, self.checkpoint_root, self.job_name, self.storage_conn_id, self.cursor)
 
     @classmethod

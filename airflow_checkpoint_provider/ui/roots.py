@@ -40,7 +40,7 @@ def parse_roots(text: str | None) -> list[ConfiguredRoot]:
 
 def configured_roots() -> list[ConfiguredRoot]:
     """The roots from Airflow's configuration (empty when none are set)."""
-    from airflow.sdk.configuration import conf
+    from airflow.providers.common.compat.sdk import conf
 
     return parse_roots(conf.get(SECTION, "roots", fallback=""))
 
@@ -56,7 +56,7 @@ def job_page_url(checkpoint_root: str, job_name: str) -> str | None:
 
     Absolute with ``[api] base_url``, else a path on the API server (the UI opens it in the same tab).
     """
-    from airflow.sdk.configuration import conf
+    from airflow.providers.common.compat.sdk import conf
 
     index = root_index_of(checkpoint_root, configured_roots())
     if index is None:

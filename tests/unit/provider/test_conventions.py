@@ -74,8 +74,9 @@ def test_deferrable_defaults_follow_airflows_default_deferrable():
 
 
 def test_the_task_side_reads_configuration_through_the_task_sdk():
-    """Operators, sensors, hooks, triggers and what they share read ``airflow.sdk.configuration``; only the
-    API server's pages (``ui/app.py``) read the core's."""
+    """Operators, sensors, hooks, triggers and what they share read the Task SDK's configuration (through the
+    compat provider's ``sdk.conf``: ``airflow.sdk.configuration`` where Airflow has it); only the API server's
+    pages (``ui/app.py``) read the core's."""
     package = REPO / "airflow_checkpoint_provider"
     core = {
         str(path.relative_to(package))
