@@ -44,7 +44,6 @@ except ImportError:  # Airflow before 3.3: the plain loop, which keeps no cursor
     ACK_MODE = False
 
 from airflow_checkpoint_provider.durations import Duration
-from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
 from airflow_checkpoint_provider.triggers.polling import StoragePollingTrigger
 from spark_checkpoint_runtime.layout import ControlChannel, DamagedCheckpoint, JobFolder, validate_key
 
@@ -115,6 +114,8 @@ class CheckpointCommitTrigger(StoragePollingTrigger, BaseEventTrigger):
         )
         self.cursor = None if cursor is None else validate_key(cursor, "cursor")
         self._seen = 0
+        self._control: ControlChannel | None = None
+        self._keeps_cursor = False  # set by ``CommitStream``: in ack mode the cursor moves with stored events
 
     def own_kwargs(self) -> dict[str, Any]:
         # The default is left out so that a watcher declared before cursors existed keeps its identity (the
@@ -123,6 +124,10 @@ class CheckpointCommitTrigger(StoragePollingTrigger, BaseEventTrigger):
 
     async def begin(self, storage: JobFolder) -> None:
         self._seen = await asyncio.to_thread(_start_after, storage, self.cursor)
+        self._control = ControlChannel(storage)
+        if self._keeps_cursor:
+            # Keep the start: a restart before the first commit then delivers that commit rather than skip it.
+            await asyncio.to_thread(self._control.commit_cursor, self.cursor, self._seen)
 
     def poll_once(self, storage: JobFolder) -> list[dict[str, Any]]:
         commits, self._seen = new_commits(storage, self._seen)
@@ -160,28 +165,16 @@ def _start_after(storage: JobFolder, cursor: str | None) -> int:
 
 
 class CommitStream(SharedStreamProducer):
-    """The commits of one job for the triggerer's ack mode: yields each commit with its checkpoint id, and
-    moves the cursor when Airflow has stored the events of a batch of them."""
+    """The commits of one job for the triggerer's ack mode: the watch's own loop, each commit yielded with its
+    checkpoint id, and the cursor moved when Airflow has stored the events of a batch of them."""
 
     def __init__(self, watch: CheckpointCommitTrigger):
         self.watch = watch
-        self.channel: ControlChannel | None = None
+        watch._keeps_cursor = True
 
     async def open_stream(self) -> AsyncIterator[tuple[dict[str, Any], int]]:
-        watch = self.watch
-        storage = await CheckpointStorageHook.astorage(watch.storage_conn_id, watch.checkpoint_root, watch.job_name)
-        self.channel = ControlChannel(storage)
-        seen = await asyncio.to_thread(_start_after, storage, watch.cursor)
-        # Keep the start: a restart before the first commit then delivers that commit rather than skip it.
-        await asyncio.to_thread(self.channel.commit_cursor, watch.cursor, seen)
-        while True:
-            try:
-                commits, seen = await asyncio.to_thread(new_commits, storage, seen)
-            except Exception as exc:
-                commits = watch.poll_failed(exc)
-            for commit in commits:
-                yield commit, commit["checkpoint_id"]
-            await asyncio.sleep(watch.interval)
+        async for event in self.watch.run():
+            yield event.payload, event.payload["checkpoint_id"]
 
     async def advance(self, batch: Sequence[AdvanceItem]) -> None:
         """Move the cursor past the batch's commits that every watcher stored; a commit a watcher failed to
@@ -190,11 +183,14 @@ class CommitStream(SharedStreamProducer):
         for item in batch:
             if item.outcome.failed:
                 if stored is not None:
-                    await asyncio.to_thread(self.channel.commit_cursor, self.watch.cursor, stored)
+                    await self._commit(stored)
                 raise RuntimeError(
                     f"the event of checkpoint {item.broker_payload} of job {self.watch.job_name!r} was not stored; "
                     f"the watch starts again from its cursor and sends it again"
                 )
             stored = item.broker_payload
         if stored is not None:
-            await asyncio.to_thread(self.channel.commit_cursor, self.watch.cursor, stored)
+            await self._commit(stored)
+
+    async def _commit(self, checkpoint_id: int) -> None:
+        await asyncio.to_thread(self.watch._control.commit_cursor, self.watch.cursor, checkpoint_id)
