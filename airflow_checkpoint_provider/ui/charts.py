@@ -28,15 +28,25 @@ def line_chart(title: str, points: list[tuple[int, float]], label) -> str:
 
     line = " ".join(at(x, y) for x, y in points)
     dots = "".join(f'<circle cx="{at(x, y).split(",")[0]}" cy="{at(x, y).split(",")[1]}" r="2"/>' for x, y in points)
+    return _chart(
+        title,
+        f"{title} (max {label(top)})",
+        (f"chk-{x0}", f"chk-{max(xs)}"),
+        f'<polyline fill="none" stroke="#2a6fb0" stroke-width="1.5" points="{line}"/><g fill="#2a6fb0">{dots}</g>',
+    )
+
+
+def _chart(label: str, heading: str, ends: tuple[str, str], body: str, *, css: str = "chart", data: str = "") -> str:
+    """The frame every chart shares: the SVG element, its heading, the baseline and the labels at both ends.
+    ``body`` is SVG already built from escaped values; ``data`` extra attributes."""
     return (
-        f'<svg role="img" aria-label="{escape(title)}" width="{WIDTH}" height="{HEIGHT}" '
-        f'viewBox="0 0 {WIDTH} {HEIGHT}" xmlns="http://www.w3.org/2000/svg" class="chart">'
-        f'<text x="{PAD}" y="14" font-size="12">{escape(title)} (max {escape(label(top))})</text>'
+        f'<svg role="img" aria-label="{escape(label)}" width="{WIDTH}" height="{HEIGHT}" '
+        f'viewBox="0 0 {WIDTH} {HEIGHT}" xmlns="http://www.w3.org/2000/svg" class="{css}"{data}>'
+        f'<text x="{PAD}" y="14" font-size="12">{escape(heading)}</text>'
         f'<line x1="{PAD}" y1="{HEIGHT - PAD / 2}" x2="{WIDTH - PAD}" y2="{HEIGHT - PAD / 2}" stroke="#999"/>'
-        f'<text x="{PAD}" y="{HEIGHT - 4}" font-size="10">chk-{x0}</text>'
-        f'<text x="{WIDTH - PAD}" y="{HEIGHT - 4}" font-size="10" text-anchor="end">chk-{max(xs)}</text>'
-        f'<polyline fill="none" stroke="#2a6fb0" stroke-width="1.5" points="{line}"/>'
-        f'<g fill="#2a6fb0">{dots}</g></svg>'
+        f'<text x="{PAD}" y="{HEIGHT - 4}" font-size="10">{escape(ends[0])}</text>'
+        f'<text x="{WIDTH - PAD}" y="{HEIGHT - 4}" font-size="10" text-anchor="end">{escape(ends[1])}</text>'
+        f"{body}</svg>"
     )
 
 
@@ -73,13 +83,11 @@ def _bars(operator: int, store: str, bars: list[tuple[int, int]]) -> str:
         f"<title>partition {partition}: {escape(format_bytes(size))}</title></rect>"
         for i, (partition, size) in enumerate(bars)
     )
-    return (
-        f'<svg role="img" aria-label="{escape(title)}" width="{WIDTH}" height="{HEIGHT}" '
-        f'viewBox="0 0 {WIDTH} {HEIGHT}" xmlns="http://www.w3.org/2000/svg" class="chart partitions" '
-        f'data-operator="{operator}" data-store="{escape(store)}" data-partitions="{len(bars)}">'
-        f'<text x="{PAD}" y="14" font-size="12">{escape(title)}</text>'
-        f'<line x1="{PAD}" y1="{HEIGHT - PAD / 2}" x2="{WIDTH - PAD}" y2="{HEIGHT - PAD / 2}" stroke="#999"/>'
-        f'<text x="{PAD}" y="{HEIGHT - 4}" font-size="10">partition {bars[0][0]}</text>'
-        f'<text x="{WIDTH - PAD}" y="{HEIGHT - 4}" font-size="10" text-anchor="end">partition {bars[-1][0]}</text>'
-        f'<g fill="#2a6fb0">{rects}</g></svg>'
+    return _chart(
+        title,
+        title,
+        (f"partition {bars[0][0]}", f"partition {bars[-1][0]}"),
+        f'<g fill="#2a6fb0">{rects}</g>',
+        css="chart partitions",
+        data=f' data-operator="{operator}" data-store="{escape(store)}" data-partitions="{len(bars)}"',
     )
