@@ -212,9 +212,12 @@ def discard_folders(fs: fsspec.AbstractFileSystem, folders: list[str], listed: l
 OBJECT_STORE_PROTOCOLS = {"s3", "s3a", "gs", "gcs", "abfs", "az", "abfss"}
 
 
+def _protocols(fs: fsspec.AbstractFileSystem) -> set[str]:
+    return {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
+
+
 def is_object_store(fs: fsspec.AbstractFileSystem) -> bool:
-    protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
-    return bool(protocols & OBJECT_STORE_PROTOCOLS)
+    return bool(_protocols(fs) & OBJECT_STORE_PROTOCOLS)
 
 
 def delete_each(fs: fsspec.AbstractFileSystem, paths: list[str], *, recursive: bool) -> None:
@@ -369,5 +372,4 @@ def abort_uploads(fs: fsspec.AbstractFileSystem, uploads: list[PendingUpload]) -
 
 
 def _is_s3(fs: fsspec.AbstractFileSystem) -> bool:
-    protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
-    return bool(protocols & {"s3", "s3a"}) and hasattr(fs, "call_s3")
+    return bool(_protocols(fs) & {"s3", "s3a"}) and hasattr(fs, "call_s3")
