@@ -35,13 +35,29 @@ start() {
     setsid "$SPARK_HOME/bin/spark-class" org.apache.spark.deploy.master.Master \
         --host 127.0.0.1 --port "$port" --webui-port "$ui" > "$STATE/logs/master.log" 2>&1 &
     echo $! > "$STATE/master.pid"
-    echo "spark://127.0.0.1:$port" > "$STATE/master-url"
+    # A free port can be taken by another process before the Master binds it; the Master then moves to the
+    # next one. The workers and the readiness check use the ports it reports it bound, not the ones asked for.
+    local url="" bound=""
+    for _ in $(seq 1 120); do
+        url="$(grep -o 'Starting Spark master at spark://[0-9.]*:[0-9]*' "$STATE/logs/master.log" | tail -1 | sed 's/.* at //' || true)"
+        bound="$(grep -o "service 'MasterUI' on port [0-9]*" "$STATE/logs/master.log" | tail -1 | awk '{print $NF}' || true)"
+        if [ -n "$url" ] && [ -n "$bound" ]; then break; fi
+        if ! alive "$STATE/master.pid"; then break; fi
+        sleep 0.5
+    done
+    if [ -z "$url" ] || [ -z "$bound" ]; then
+        echo "spark-cluster: the Master did not start within 60 s; logs in $STATE/logs" >&2
+        stop
+        return 1
+    fi
+    ui="$bound"
+    echo "$url" > "$STATE/master-url"
     echo "http://127.0.0.1:$ui" > "$STATE/master-ui"
     for n in $(seq 1 "$WORKERS"); do
         mkdir -p "$STATE/worker-$n"
         setsid "$SPARK_HOME/bin/spark-class" org.apache.spark.deploy.worker.Worker \
             --host 127.0.0.1 --cores "$WORKER_CORES" --memory "$WORKER_MEMORY" --work-dir "$STATE/worker-$n" \
-            --webui-port "$(free_port)" "spark://127.0.0.1:$port" > "$STATE/logs/worker-$n.log" 2>&1 &
+            --webui-port "$(free_port)" "$url" > "$STATE/logs/worker-$n.log" 2>&1 &
         echo $! > "$STATE/worker-$n.pid"
     done
     # Ready when the Master reports every worker alive.
