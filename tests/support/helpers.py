@@ -112,15 +112,17 @@ def spark_submit(
     env: dict[str, str] | None = None,
     master: str = "local[2]",
     spark_submit_path: Path | None = None,
+    conf: dict[str, str] | None = None,
 ) -> subprocess.Popen:
     """Start ``spark-submit runtime/job.py`` in its own process group, logging to ``log_path``.
 
     ``env`` adds environment variables (``CHECKPOINT_FAULTS`` for a kill at a chosen point); ``master`` is
     the Spark master (a ``spark://`` standalone cluster's, in client deploy mode); ``spark_submit_path`` is
-    another Spark's spark-submit (``tests.support.spark_installs``), default this venv's.
+    another Spark's spark-submit (``tests.support.spark_installs``), default this venv's; ``conf`` overrides
+    the test Spark settings.
     """
     command = [str(spark_submit_path or VENV_BIN / "spark-submit"), "--master", master]
-    for key, value in SPARK_CONF.items():
+    for key, value in {**SPARK_CONF, **(conf or {})}.items():
         command += ["--conf", f"{key}={value}"]
     command += [str(REPO / "runtime" / "job.py"), *args]
     handle = open(log_path, "ab")  # noqa: SIM115 - closed when the process is reaped

@@ -17,6 +17,7 @@ import random
 import signal
 import subprocess
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,7 +26,7 @@ import pytest
 
 from spark_checkpoint_runtime.layout import ControlChannel, JobFolder, LeaseFiles
 from tests.support.helpers import REPO, Landing, final_counts, job_args, spark_submit, wait_for
-from tests.support.local_airflow import LocalAirflow
+from tests.support.local_airflow import LocalAirflow, free_port
 from tests.support.local_cluster import standalone_cluster
 from tests.system.test_chaos import RANDOM, SEED, _assert_exactly_once, run_chain
 
@@ -109,24 +110,30 @@ PIPELINES = {
 BIG_FILE_ROWS = 400_000
 
 
-def _busy_executor(
-    executors: Callable[[], list[psutil.Process]], timeout: float, job: subprocess.Popen
+def _executor_running_a_task(
+    ui_port: int, executors: Callable[[], list[psutil.Process]], timeout: float, job: subprocess.Popen
 ) -> psutil.Process | None:
-    """The executor JVM that works on the CPU (a task is running on it), sampled until ``timeout``; None when
-    neither got busy (the file went through between two samples)."""
+    """The executor JVM that Spark's own status API (the driver's UI on ``ui_port``) reports running a task of
+    the job, polled until ``timeout``; None when no task was seen running (the file went through between two
+    polls). Spark's word, not a CPU sample: a JVM busy compiling or collecting garbage looked like one at work."""
+    base = f"http://127.0.0.1:{ui_port}/api/v1/applications"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and job.poll() is None:
-        running = executors()
         try:
-            for process in running:
-                process.cpu_percent(None)  # the first call only starts the measurement
-            time.sleep(0.5)
-            usage = [(process.cpu_percent(None), process) for process in running]
-        except psutil.Error:
-            continue  # an executor went away between the two samples: look again
-        percent, busiest = max(usage, key=lambda pair: pair[0], default=(0.0, None))
-        if percent >= 50:
-            return busiest
+            with urllib.request.urlopen(base, timeout=5) as answer:
+                app = json.load(answer)[0]["id"]
+            with urllib.request.urlopen(f"{base}/{app}/executors", timeout=5) as answer:
+                active = {e["id"] for e in json.load(answer) if e["id"] != "driver" and e["activeTasks"] > 0}
+        except (OSError, ValueError, LookupError):
+            active = set()  # the UI is not up yet, or the driver is between two answers: ask again
+        for process in executors():
+            try:
+                command = process.cmdline()
+            except psutil.Error:
+                continue
+            if "--executor-id" in command and command[command.index("--executor-id") + 1] in active:
+                return process
+        time.sleep(0.1)
     return None
 
 
@@ -159,7 +166,8 @@ def test_output_stays_exact_when_an_executor_dies_mid_batch_and_then_a_worker(
         )
         assert status.returncode == 0 and master in status.stdout and "worker-2" in status.stdout, status.stdout
         pids = _cluster_pids(state)
-        job = spark_submit(args, log, master=master)
+        ui_port = free_port()
+        job = spark_submit(args, log, master=master, conf={"spark.ui.enabled": "true", "spark.ui.port": str(ui_port)})
 
         def checkpoints() -> int:
             return max((m.id for m in storage.checkpoints.completed()), default=0)
@@ -187,12 +195,12 @@ def test_output_stays_exact_when_an_executor_dies_mid_batch_and_then_a_worker(
             seen = progressed(0, "checkpoints on the cluster")
             # Kill an executor while it runs a task: Spark logs "Lost task ... ExecutorLostFailure" and retries
             # it. Small batches take milliseconds, so a kill on a timer mostly fell between tasks under load: one
-            # big file keeps a task parsing for seconds, and the executor then busy on the CPU is the one killed.
+            # big file keeps a task parsing for seconds, and the executor Spark reports running it is killed.
             for _ in range(4):
                 wait_for(two_executors, 120, "both executors (one relaunched after a kill)", job)
                 tasks = lost_tasks()
                 landing.add_file(rows=BIG_FILE_ROWS)
-                busy = _busy_executor(two_executors, 120, job)
+                busy = _executor_running_a_task(ui_port, two_executors, 120, job)
                 if busy is None:
                     continue  # the file was parsed before a sample saw it: try again with the next one
                 lost = lost_executors()
