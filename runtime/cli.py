@@ -2,7 +2,8 @@
 
 ``python -m spark_checkpoint_runtime savepoint|list|inspect ...`` are storage-only commands (see
 ``spark_checkpoint_runtime.admin``); ``python -m spark_checkpoint_runtime state ...`` reads a snapshot's state
-rows with Spark (see ``spark_checkpoint_runtime.state_inspection``).
+rows with Spark (see ``spark_checkpoint_runtime.state_inspection``); ``python -m spark_checkpoint_runtime
+rescale ...`` writes a savepoint whose state has another partition count (see ``spark_checkpoint_runtime.rescale``).
 
 Exit status 0 on a clean finish; otherwise non-zero with a one-line reason on stderr:
 1 the job failed while running, 2 bad input (options, spec, pipeline, sink), 3 cannot restore,
@@ -33,6 +34,7 @@ from spark_checkpoint_runtime.errors import (
 from spark_checkpoint_runtime.fingerprint import IncompatibleRestore
 from spark_checkpoint_runtime.layout import CheckpointFormatError, NoValidCheckpoint
 from spark_checkpoint_runtime.options import OptionsError, parse_options, redacted
+from spark_checkpoint_runtime.rescale import COMMAND as RESCALE_COMMAND
 from spark_checkpoint_runtime.sinks import SinkError
 from spark_checkpoint_runtime.spark_versions import UnsupportedSparkFeature
 from spark_checkpoint_runtime.state_files import UnsupportedStateStore
@@ -56,6 +58,10 @@ def main(argv: list[str] | None = None, spark=None) -> int:
         from spark_checkpoint_runtime.state_inspection import main as state_main
 
         return state_main(argv[1:], spark)
+    if argv and argv[0] == RESCALE_COMMAND:
+        from spark_checkpoint_runtime.rescale import main as rescale_main
+
+        return rescale_main(argv[1:], spark)
     try:
         options = parse_options(argv)
         faults.configure()

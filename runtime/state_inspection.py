@@ -29,7 +29,7 @@ from typing import Any
 from spark_checkpoint_runtime.errors import EXIT_BAD_INPUT, EXIT_OK
 from spark_checkpoint_runtime.layout import CheckpointFormatError, CheckpointMetadata, JobFolder, ValidCheckpoint
 from spark_checkpoint_runtime.options import CommandParser, OptionsError, load_spec
-from spark_checkpoint_runtime.snapshot import materialize
+from spark_checkpoint_runtime.snapshot import SHUFFLE_PARTITIONS, materialize
 from spark_checkpoint_runtime.spark_versions import UnsupportedSparkFeature, parse_version, require
 from spark_checkpoint_runtime.state_files.selection import state_store_folder
 from spark_checkpoint_runtime.working_copy import WorkingCopy
@@ -109,9 +109,17 @@ def state_bytes(meta: CheckpointMetadata) -> dict[tuple[int, str, int], int]:
     return found
 
 
+def partition_count(meta: CheckpointMetadata) -> int | None:
+    """The partition count the snapshot's query runs at (Spark pins it in the offset log; ``_metadata`` records
+    it). After a rescale it is the truth: Spark rewrites only the newer operator metadata's count."""
+    value = (meta.fingerprint.get("pinned_confs") or {}).get(SHUFFLE_PARTITIONS)
+    return int(value) if value is not None and str(value).isdigit() else None
+
+
 def summary(spark: Any, location: str, snapshot: ValidCheckpoint) -> list[PartitionSummary]:
     """Rows and bytes per operator, store and partition of the Spark checkpoint folder at ``location``."""
     sizes = file_bytes(snapshot)
+    pinned = partition_count(snapshot.metadata)
     stores = spark.read.format("state-metadata").load(location).collect()
     found = []
     for store in sorted(stores, key=lambda row: (row["operatorId"], row["stateStoreName"])):
@@ -120,7 +128,7 @@ def summary(spark: Any, location: str, snapshot: ValidCheckpoint) -> list[Partit
             int(row["partition_id"]): int(row["count"])
             for row in _reader(spark, location, snapshot, operator, name).groupBy("partition_id").count().collect()
         }
-        for partition in range(int(store["numPartitions"])):
+        for partition in range(pinned or int(store["numPartitions"])):
             found.append(
                 PartitionSummary(
                     operator,

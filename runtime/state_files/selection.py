@@ -123,6 +123,8 @@ def _select_state(
     if partitions is not None:
         operators = {path.split("/")[1] for path in visible if path.startswith("state/") and path.count("/") >= 2}
         check_partitions(operators, folders, partitions)
+        # Partitions at or above the count are a larger count's, left behind by a rescale down: dead state.
+        folders = {f: names for f, names in folders.items() if not _beyond(f.split("/")[2], partitions)}
     commit_ids = _CommitIds(visible, read)
     for folder, names in sorted(folders.items()):
         layout = _layout(folder, names)
@@ -135,6 +137,10 @@ def _select_state(
             )
         selected.extend(SelectedFile(p, visible[p], shared=True) for p in chain)
     return selected
+
+
+def _beyond(partition: str, partitions: int) -> bool:
+    return partition.isdigit() and int(partition) >= partitions
 
 
 def check_partitions(operators: set[str], folders: dict[str, dict[str, int]], partitions: int) -> None:

@@ -1,0 +1,228 @@
+"""Rescale: write a new, self-contained savepoint whose state has N partitions, from a checkpoint or savepoint.
+
+    python -m spark_checkpoint_runtime rescale --job-name J --checkpoint-root R
+        --from latest|chk-N|<savepoint name or path> --partitions N [--target-directory D] [--spec F]
+
+A stateful query's partition count (``spark.sql.shuffle.partitions``) is fixed by its first checkpoint: Spark
+pins it in the offset log. Rescaling moves every state row to the partition the new count's hash
+partitioning looks for it in. Spark 4.3 does this for a raw checkpoint folder (its offline state
+repartition, RocksDB state store only): the snapshot is materialised into a private local folder, exactly as
+a restore builds Spark's working folder, Spark repartitions it there (writing one more batch that holds the
+rescaled state and the new count), and the result is written as a savepoint of the job. The source
+snapshot is only read. The new savepoint's ``_metadata`` is written last: a rescale killed before that
+leaves a folder no restore takes. ``--restore-from <printed path>`` then runs the job at N partitions.
+
+Exit 0 with the savepoint's path as the last line on stdout; exit 2 with a one-line reason for bad input
+(no such snapshot, the same count, a snapshot without state, a Spark or state store that cannot be
+rescaled), before anything is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from datetime import datetime, timezone
+from typing import Any
+
+from spark_checkpoint_runtime import faults
+from spark_checkpoint_runtime.durations import format_bytes, format_duration
+from spark_checkpoint_runtime.errors import EXIT_BAD_INPUT, EXIT_OK
+from spark_checkpoint_runtime.fingerprint import PROVIDER_CONF, ROCKSDB_PROVIDER
+from spark_checkpoint_runtime.layout import (
+    CheckpointFormatError,
+    CheckpointMetadata,
+    JobFolder,
+    ValidCheckpoint,
+    now_ms,
+)
+from spark_checkpoint_runtime.options import CommandParser, OptionsError, load_spec
+from spark_checkpoint_runtime.snapshot import SHUFFLE_PARTITIONS, StoredFiles, capture, materialize
+from spark_checkpoint_runtime.snapshot_targets import SavepointTarget
+from spark_checkpoint_runtime.spark_versions import UnsupportedSparkFeature, parse_version, require
+from spark_checkpoint_runtime.state_inspection import partition_count, snapshot_for
+from spark_checkpoint_runtime.working_copy import WorkingCopy
+
+COMMAND = "rescale"
+# Spark's offline state repartition: a checkpoint folder rewritten for a new partition count (Spark 4.3).
+OFFLINE_REPARTITION = (4, 3)
+REPARTITION_RUNNER = "org.apache.spark.sql.execution.streaming.state.OfflineStateRepartitionRunner"
+
+
+class RescaleRefused(ValueError):
+    """The snapshot cannot be rescaled as asked (nothing was written)."""
+
+
+def parser() -> argparse.ArgumentParser:
+    found = CommandParser(prog=f"python -m spark_checkpoint_runtime {COMMAND}", allow_abbrev=False)
+    found.add_argument("--job-name", required=True)
+    found.add_argument("--checkpoint-root", required=True)
+    found.add_argument("--spec", help="JSON/YAML file whose storage_options (credentials) are used")
+    found.add_argument(
+        "--from",
+        dest="source",
+        default="latest",
+        help="latest (the newest valid checkpoint, default), chk-N, or a savepoint's folder name or path",
+    )
+    found.add_argument("--partitions", type=int, required=True, help="the state's new partition count")
+    found.add_argument("--target-directory", help="where the savepoint goes (default <root>/<job>/savepoints)")
+    return found
+
+
+def source_snapshot(storage: JobFolder, source: str) -> ValidCheckpoint:
+    """The validated snapshot ``--from`` names: ``latest``, ``chk-N`` or a savepoint."""
+    choice = source.strip()
+    if choice == "latest":
+        return snapshot_for(storage, None, None)
+    if choice.startswith("chk-") and choice[4:].isdigit():
+        return snapshot_for(storage, int(choice[4:]), None)
+    return snapshot_for(storage, None, choice)
+
+
+def check_rescalable(source: ValidCheckpoint, partitions: int) -> int:
+    """Refuse (``RescaleRefused``) what cannot be rescaled before anything runs; returns the current count."""
+    meta = source.metadata
+    if partitions < 1:
+        raise RescaleRefused(f"--partitions must be at least 1, not {partitions}")
+    current = partition_count(meta)
+    if current is None:
+        raise RescaleRefused(f"{source.url} records no partition count ({SHUFFLE_PARTITIONS}): it cannot be rescaled")
+    if current == partitions:
+        raise RescaleRefused(f"{source.url} has {current} partitions already: restore it as it is")
+    if not meta.fingerprint.get("operators"):
+        raise RescaleRefused(
+            f"{source.url} holds no state (its pipeline has no stateful operator): nothing to rescale; restore it "
+            "and the new run keeps its partition count, which only a stateful query's state depends on"
+        )
+    store = meta.fingerprint.get("state_store") or {}
+    provider = store.get("provider") or str((meta.fingerprint.get("pinned_confs") or {}).get(PROVIDER_CONF, ""))
+    if ROCKSDB_PROVIDER not in provider:
+        raise RescaleRefused(
+            f"{source.url} was written by the {provider.rsplit('.', 1)[-1] or 'HDFS-backed'} state store; Spark's "
+            "offline state repartition rescales only the RocksDB state store's state. Run the job with "
+            f"{PROVIDER_CONF}=org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider from a "
+            "fresh start to make its state rescalable"
+        )
+    return current
+
+
+def repartition(spark: Any, location: str, partitions: int) -> int:
+    """Spark's offline state repartition of the checkpoint folder at ``location``; the batch it wrote."""
+    require("Rescaling state (Spark's offline state repartition)", OFFLINE_REPARTITION, parse_version(spark.version))
+    jvm = spark._jvm  # the runner has no Python API: it is called through the session's gateway
+    runner = jvm.org.apache.spark.sql.execution.streaming.state.OfflineStateRepartitionRunner
+    return int(runner(spark._jsparkSession, location, partitions, False).run())
+
+
+def rescale(
+    spark: Any, storage: JobFolder, source: ValidCheckpoint, partitions: int, target_directory: str | None = None
+) -> tuple[str, CheckpointMetadata]:
+    """Write the rescaled savepoint of ``source``; its location and ``_metadata``."""
+    started, trigger_ms = time.monotonic(), now_ms()
+    current = check_rescalable(source, partitions)
+    run_id = f"rescale-{uuid.uuid4().hex[:12]}"
+    trigger_id = f"rescale-{partitions}-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
+    folder = storage.savepoints.folder_for(trigger_id, target_directory)
+    with tempfile.TemporaryDirectory(prefix=f"rescale-{storage.job_name}-") as private:
+        working = WorkingCopy(private, storage.job_name, run_id)
+        working.create()
+        materialize(source, working)
+        batch_id = repartition(spark, working.spark_location, partitions)
+        snapshot_id = _reserve(storage, run_id, folder.url)
+        snap = capture(working, snapshot_id, batch_id, StoredFiles(), reuse=False)
+        if snap.pinned_confs.get(SHUFFLE_PARTITIONS) != str(partitions):
+            raise RescaleRefused(
+                f"Spark's repartition of {source.url} wrote batch {batch_id} pinned at "
+                f"{snap.pinned_confs.get(SHUFFLE_PARTITIONS)} partitions, not {partitions}; nothing was saved"
+            )
+        captured_ms = int((time.monotonic() - started) * 1000)
+        target = SavepointTarget(folder)
+        try:
+            uploaded = target.upload(snap, working, threading.Event(), lambda action: None)
+            total_ms = int((time.monotonic() - started) * 1000)
+            meta = CheckpointMetadata(
+                id=snapshot_id,
+                kind="savepoint",
+                job_name=storage.job_name,
+                run_id=run_id,
+                batch_id=batch_id,
+                trigger_timestamp_ms=trigger_ms,
+                completion_timestamp_ms=now_ms(),
+                checkpointing_mode=source.metadata.checkpointing_mode,
+                files=uploaded.entries,
+                state_bytes=sum(e.size for e in uploaded.entries if e.target.startswith("state/")),
+                bytes_written=uploaded.bytes_written,
+                durations_ms={"capture": captured_ms, "upload": total_ms - captured_ms, "total": total_ms},
+                source_offsets=snap.source_offsets,
+                restored_from={**_describe(source), "rescaled_from_partitions": current},
+                fingerprint={**source.metadata.fingerprint, "pinned_confs": snap.pinned_confs},
+                spark_version=spark.version,
+                # The source's history: restoring the rescaled savepoint is restoring the source. Its staged
+                # output (a checkpoint whose publish a crash cut short) is published by that restore, as the
+                # source's own restore would.
+                lineage=source.metadata.history.with_range(snapshot_id, snapshot_id).to_json(),
+                staged_output=source.metadata.staged_output,
+            )
+            target.write_metadata(meta)
+        except BaseException:
+            target.discard(snapshot_id)
+            raise
+    return folder.url, meta
+
+
+def _reserve(storage: JobFolder, run_id: str, location: str) -> int:
+    """A fresh id from the job's id record (checkpoints and savepoints share one counter, as in Flink)."""
+    for _ in range(20):
+        candidate = storage.next_checkpoint_id()
+        if storage.ids.reserve(candidate, kind="savepoint", run_id=run_id, target=location):
+            return candidate
+    raise CheckpointFormatError(f"no id could be reserved in {storage.location}: another writer takes every one")
+
+
+def _describe(source: ValidCheckpoint) -> dict[str, Any]:
+    meta = source.metadata
+    return {"id": meta.id, "kind": meta.kind, "batch_id": meta.batch_id, "path": source.url}
+
+
+def main(argv: list[str], spark: Any = None) -> int:
+    """Run the ``rescale`` command; returns the exit status."""
+    try:
+        args = parser().parse_args(argv)
+        faults.configure()  # crash tests kill a rescale half-way through its savepoint's files
+        options = (load_spec(args.spec).get("storage_options") or {}) if args.spec else {}
+        storage = JobFolder(args.checkpoint_root, args.job_name, options)
+        source = source_snapshot(storage, args.source)
+        check_rescalable(source, args.partitions)  # before Spark starts: bad input fails in a second
+        spark = spark or _session()
+        location, meta = rescale(spark, storage, source, args.partitions, args.target_directory)
+    except (OptionsError, CheckpointFormatError, UnsupportedSparkFeature, faults.FaultSpecError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except Exception as exc:  # Spark refusing to repartition this state (PySparkException and the JVM's own)
+        if type(exc).__module__.split(".")[0] not in ("pyspark", "py4j"):
+            raise
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(f"error: Spark's offline state repartition refused {args.source!r}: {first}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(
+        f"rescaled {source.url} (batch {source.metadata.batch_id}) to {args.partitions} partitions: savepoint "
+        f"{meta.id} at batch {meta.batch_id}, {format_bytes(meta.state_bytes)} of state, in "
+        f"{format_duration(meta.durations_ms['total'] / 1000)}",
+        file=sys.stderr,
+    )
+    print(location, flush=True)
+    return EXIT_OK
+
+
+def _session() -> Any:
+    from pyspark.sql import SparkSession
+
+    return (
+        SparkSession.builder.master("local[*]")
+        .appName("checkpoint-rescale")
+        .config("spark.ui.enabled", "false")
+        .getOrCreate()
+    )

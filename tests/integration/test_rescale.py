@@ -1,0 +1,129 @@
+"""``python -m spark_checkpoint_runtime rescale``: a savepoint whose state has another partition count, written
+with Spark's offline state repartition over a local materialisation of our snapshot; the job restored from it
+runs at the new count and its output stays exact."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from spark_checkpoint_runtime import rescale, state_inspection
+from spark_checkpoint_runtime.fingerprint import IncompatibleRestore
+from spark_checkpoint_runtime.layout import JobFolder
+from tests.integration.test_state_stores import clean_state_confs, run_family  # noqa: F401 - a fixture
+from tests.support.state_matrix import FAMILIES
+
+pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("clean_state_confs")]
+
+SHUFFLE = "spark.sql.shuffle.partitions"
+
+
+@pytest.fixture
+def partitions(spark):
+    """Set the shared session's partition count for a run; the test default comes back afterwards."""
+    before = spark.conf.get(SHUFFLE)
+    yield lambda count: spark.conf.set(SHUFFLE, str(count))
+    spark.conf.set(SHUFFLE, before)
+
+
+def _command(module, spark, capsys, root: Path, job: str, *more: str) -> tuple[int, list[str], str]:
+    code = module.main(["--job-name", job, "--checkpoint-root", str(root), *more], spark)
+    captured = capsys.readouterr()
+    return code, [line for line in captured.out.splitlines() if line.strip()], captured.err
+
+
+def _local(url: str) -> Path:
+    return Path(url.removeprefix("file://").removeprefix("file:"))
+
+
+def _files(folder: Path) -> dict[str, tuple[int, int]]:
+    """Every file under ``folder`` with its size and inode: a rewrite in place or a new file shows here."""
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_ino) for p in folder.rglob("*") if p.is_file()}
+
+
+def _rows_by_store(spark, capsys, root: Path, job: str, *which: str) -> tuple[list[dict], dict]:
+    """A snapshot's ``state --summary``: its partitions, and its rows per (operator, store)."""
+    code, lines, err = _command(state_inspection, spark, capsys, root, job, *which, "--summary", "--json")
+    assert code == 0, err
+    found = [json.loads(line) for line in lines]
+    rows: dict[tuple[int, str], int] = {}
+    for p in found:
+        rows[(p["operator"], p["store"])] = rows.get((p["operator"], p["store"]), 0) + p["rows"]
+    return found, rows
+
+
+@pytest.mark.parametrize(
+    ("family_name", "old", "new"),
+    [
+        pytest.param("aggregation", 4, 8, id="aggregation-4-to-8"),
+        pytest.param("aggregation", 8, 3, id="aggregation-8-to-3", marks=pytest.mark.matrix),
+        pytest.param("dedup", 4, 8, id="dedup-4-to-8", marks=pytest.mark.matrix),
+        pytest.param("inner-join", 8, 3, id="inner-join-8-to-3"),
+        pytest.param("transformWithState", 4, 8, id="transformWithState-4-to-8", marks=pytest.mark.matrix),
+    ],
+)
+def test_a_rescaled_savepoint_runs_at_the_new_count_and_the_output_stays_exact(
+    spark, tmp_path, landing, capsys, partitions, family_name, old, new
+):
+    family, root, job = FAMILIES[family_name], tmp_path / "root", "stateful"
+    partitions(old)
+    landing.add_files(3)
+    first = run_family(spark, tmp_path, landing, family, "rocksdb", job)
+    source = root / job / f"chk-{first['checkpoint_id']}"
+    before = _files(root / job)
+
+    code, lines, err = _command(rescale, spark, capsys, root, job, "--from", "latest", "--partitions", str(new))
+    assert code == 0, err
+    savepoint = lines[-1]
+    assert f"to {new} partitions" in err
+    meta = json.loads((_local(savepoint) / "_metadata").read_text())
+    assert meta["kind"] == "savepoint" and meta["fingerprint"]["pinned_confs"][SHUFFLE] == str(new)
+    assert (
+        meta["restored_from"]["path"].endswith(str(source)) and meta["restored_from"]["rescaled_from_partitions"] == old
+    )
+    assert meta["id"] > first["checkpoint_id"] and meta["batch_id"] > first["batch_id"]
+    after = _files(root / job)
+    assert {k: v for k, v in after.items() if k in before} == before, "the source snapshot's files were changed"
+
+    if family_name != "transformWithState":  # Spark's state data source reads it one variable at a time
+        # Every state row is in one of the new partitions, and none went missing.
+        found, rows_after = _rows_by_store(spark, capsys, root, job, "--savepoint", savepoint)
+        assert {p["partition"] for p in found} == set(range(new))
+        _, rows_before = _rows_by_store(spark, capsys, root, job, "--checkpoint-id", str(first["checkpoint_id"]))
+        assert rows_after == rows_before and sum(rows_after.values()) > 0
+
+    # The old count beside the rescaled savepoint is a clear error before anything runs.
+    with pytest.raises(IncompatibleRestore, match=f"conf {SHUFFLE}: {new} became {old}"):
+        run_family(spark, tmp_path, landing, family, "rocksdb", job, "--restore-from", savepoint)
+
+    partitions(new)
+    landing.add_files(3)
+    second = run_family(spark, tmp_path, landing, family, "rocksdb", job, "--restore-from", savepoint)
+    assert second["restored_from"]["id"] == meta["id"]
+    problems = family.check(tmp_path / "out", landing)
+    assert not problems, problems[:10]
+    latest = JobFolder(str(root), job).checkpoints.read(second["checkpoint_id"])
+    assert latest.fingerprint["pinned_confs"][SHUFFLE] == str(new)
+
+
+def test_what_cannot_be_rescaled_is_refused_before_anything_is_written(spark, tmp_path, landing, capsys, partitions):
+    partitions(4)
+    landing.add_files(2)
+    run_family(spark, tmp_path / "hdfs", landing, FAMILIES["aggregation"], "hdfs", "on-hdfs")
+    run_family(spark, tmp_path, landing, FAMILIES["aggregation"], "rocksdb", "on-rocksdb")
+    root = tmp_path / "root"
+    before = _files(tmp_path)
+
+    code, _, err = _command(rescale, spark, capsys, tmp_path / "hdfs" / "root", "on-hdfs", "--partitions", "8")
+    assert code == 2 and "HDFSBackedStateStoreProvider state store" in err and "RocksDB" in err
+    code, _, err = _command(rescale, spark, capsys, root, "on-rocksdb", "--partitions", "4")
+    assert code == 2 and "has 4 partitions already" in err
+    code, _, err = _command(rescale, spark, capsys, root, "on-rocksdb", "--partitions", "0")
+    assert code == 2 and "at least 1" in err
+    code, _, err = _command(rescale, spark, capsys, root, "on-rocksdb", "--from", "chk-999", "--partitions", "8")
+    assert code == 2 and "has no chk-999" in err
+    code, _, err = _command(rescale, spark, capsys, root, "nothing-here", "--partitions", "8")
+    assert code == 2 and "no checkpoint" in err
+    assert _files(tmp_path) == before, "a refused rescale wrote something"
