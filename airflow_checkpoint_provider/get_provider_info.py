@@ -35,6 +35,7 @@ def get_provider_info() -> dict[str, Any]:
                 "integration-name": "Spark Structured Streaming checkpoints",
                 "python-modules": [
                     "airflow_checkpoint_provider.operators.streaming_job",
+                    "airflow_checkpoint_provider.operators.rescale",
                     "airflow_checkpoint_provider.operators.retention",
                     "airflow_checkpoint_provider.operators.savepoint",
                     "airflow_checkpoint_provider.operators.stopping",

@@ -69,6 +69,11 @@ def parser() -> argparse.ArgumentParser:
     )
     found.add_argument("--partitions", type=int, required=True, help="the state's new partition count")
     found.add_argument("--target-directory", help="where the savepoint goes (default <root>/<job>/savepoints)")
+    found.add_argument(
+        "--trigger-id",
+        help="caller-chosen id (the savepoint's folder is savepoint-<id>); asking again with it returns the same "
+        "savepoint, and redoes one a killed attempt left without _metadata",
+    )
     return found
 
 
@@ -118,14 +123,28 @@ def repartition(spark: Any, location: str, partitions: int) -> int:
 
 
 def rescale(
-    spark: Any, storage: JobFolder, source: ValidCheckpoint, partitions: int, target_directory: str | None = None
+    spark: Any,
+    storage: JobFolder,
+    source: ValidCheckpoint,
+    partitions: int,
+    target_directory: str | None = None,
+    trigger_id: str | None = None,
 ) -> tuple[str, CheckpointMetadata]:
-    """Write the rescaled savepoint of ``source``; its location and ``_metadata``."""
+    """Write the rescaled savepoint of ``source``; its location and ``_metadata``.
+
+    With ``trigger_id`` the savepoint's folder is known in advance: one completed already (a retried Airflow
+    task) is returned when it rescaled the same source to the same count, and refused otherwise; files a
+    killed attempt left without ``_metadata`` are deleted first.
+    """
     started, trigger_ms = time.monotonic(), now_ms()
     current = check_rescalable(source, partitions)
     run_id = f"rescale-{uuid.uuid4().hex[:12]}"
-    trigger_id = f"rescale-{partitions}-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
+    trigger_id = trigger_id or f"rescale-{partitions}-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
     folder = storage.savepoints.folder_for(trigger_id, target_directory)
+    if folder.exists():
+        return folder.url, _same_rescale(folder.validate().metadata, folder.url, source, partitions)
+    if folder.fs.exists(folder.path):
+        folder.discard()  # a killed attempt of this trigger id: never a completed savepoint (no _metadata)
     with tempfile.TemporaryDirectory(prefix=f"rescale-{storage.job_name}-") as private:
         working = WorkingCopy(private, storage.job_name, run_id)
         working.create()
@@ -173,6 +192,19 @@ def rescale(
     return folder.url, meta
 
 
+def _same_rescale(
+    found: CheckpointMetadata, where: str, source: ValidCheckpoint, partitions: int
+) -> CheckpointMetadata:
+    """The completed savepoint of an earlier attempt, if it is this rescale; ``RescaleRefused`` otherwise."""
+    origin = found.restored_from or {}
+    if origin.get("path") == source.url and partition_count(found) == partitions:
+        return found
+    raise RescaleRefused(
+        f"{where} already holds a savepoint (of {origin.get('path')} at {partition_count(found)} partitions); a "
+        "savepoint is never overwritten: use another --trigger-id or --target-directory"
+    )
+
+
 def _reserve(storage: JobFolder, run_id: str, location: str) -> int:
     """A fresh id from the job's id record (checkpoints and savepoints share one counter, as in Flink)."""
     for _ in range(20):
@@ -197,7 +229,9 @@ def main(argv: list[str], spark: Any = None) -> int:
         source = source_snapshot(storage, args.source)
         check_rescalable(source, args.partitions)  # before Spark starts: bad input fails in a second
         spark = spark or _session()
-        location, meta = rescale(spark, storage, source, args.partitions, args.target_directory)
+        location, meta = rescale(
+            spark, storage, source, args.partitions, args.target_directory, trigger_id=args.trigger_id
+        )
     except (OptionsError, CheckpointFormatError, UnsupportedSparkFeature, faults.FaultSpecError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -1,5 +1,6 @@
-"""Operators: run a checkpointed job, restore it, take savepoints, stop it, enforce retention."""
+"""Operators: run a checkpointed job, restore it, take savepoints, rescale, stop it, enforce retention."""
 
+from airflow_checkpoint_provider.operators.rescale import RescaleOperator
 from airflow_checkpoint_provider.operators.retention import CheckpointRetentionOperator
 from airflow_checkpoint_provider.operators.savepoint import SavepointOperator
 from airflow_checkpoint_provider.operators.stopping import StopStreamingJobOperator
@@ -11,6 +12,7 @@ from airflow_checkpoint_provider.operators.streaming_job import (
 __all__ = [
     "CheckpointedStreamingJobOperator",
     "CheckpointRetentionOperator",
+    "RescaleOperator",
     "RestoreFromCheckpointOperator",
     "SavepointOperator",
     "StopStreamingJobOperator",

@@ -127,3 +127,14 @@ def test_what_cannot_be_rescaled_is_refused_before_anything_is_written(spark, tm
     code, _, err = _command(rescale, spark, capsys, root, "nothing-here", "--partitions", "8")
     assert code == 2 and "no checkpoint" in err
     assert _files(tmp_path) == before, "a refused rescale wrote something"
+
+    # A trigger id names the savepoint: asked again (an Airflow retry) the same one comes back, nothing new is
+    # written; the same id for another rescale is refused.
+    once = ["--partitions", "8", "--trigger-id", "retry-me"]
+    code, lines, err = _command(rescale, spark, capsys, root, "on-rocksdb", *once)
+    assert code == 0 and lines[-1].endswith("/on-rocksdb/savepoints/savepoint-retry-me"), err
+    written = _files(tmp_path)
+    code, again, err = _command(rescale, spark, capsys, root, "on-rocksdb", *once)
+    assert code == 0 and again[-1] == lines[-1] and _files(tmp_path) == written, err
+    code, _, err = _command(rescale, spark, capsys, root, "on-rocksdb", "--partitions", "6", "--trigger-id", "retry-me")
+    assert code == 2 and "already holds a savepoint" in err and "at 8 partitions" in err

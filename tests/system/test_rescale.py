@@ -68,7 +68,9 @@ def test_a_rescale_killed_half_way_leaves_the_source_and_a_rerun_runs_the_job_at
     assert killed.returncode == -9, killed.stderr[-3000:]
     assert tree_state(source) == before, "the killed rescale changed its source savepoint"
     halves = [p for p in (root / job / "savepoints").iterdir() if p.name.startswith("savepoint-rescale-")]
-    assert len(halves) == 1 and not (halves[0] / "_metadata").exists() and any(p.is_file() for p in halves[0].rglob("*"))
+    assert (
+        len(halves) == 1 and not (halves[0] / "_metadata").exists() and any(p.is_file() for p in halves[0].rglob("*"))
+    )
     with pytest.raises(CheckpointFormatError, match="is not a checkpoint folder .* or a savepoint folder"):
         JobFolder(str(root), job).resolve_snapshot(str(halves[0]))
     listed = run_module(["list", "--job-name", job, "--checkpoint-root", str(root), "--json"])

@@ -263,7 +263,7 @@ def test_a_savepoint_timeout_given_as_a_number_is_seconds(tmp_path: Path):
 
 
 def test_every_example_dag_validates_its_params_with_their_defaults_and_documents_itself():
-    for dag_id in ("scheduled_streaming", "restore_automation", "upgrade_with_savepoint"):
+    for dag_id in ("scheduled_streaming", "restore_automation", "upgrade_with_savepoint", "rescale_with_savepoint"):
         dag = load_dag(dag_id)
         defaults = dag.params.validate()  # what a trigger with the form's defaults is checked against
         # The trigger form treats an empty string as missing: optional params default to None (type null).

@@ -17,6 +17,7 @@ from tests.support.helpers import (
     start_module,
     wait_for,
 )
+from tests.support.state_matrix import ROCKSDB
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -99,7 +100,7 @@ def test_restore_automation(tmp_path: Path, landing: Landing):
     assert (tmp_path / "work" / "stream").is_dir(), "the run's Spark working folder is the one the param named"
 
 
-def _start_v1(tmp_path: Path, landing: Landing) -> subprocess.Popen:
+def _start_v1(tmp_path: Path, landing: Landing, conf: dict[str, str] | None = None) -> subprocess.Popen:
     """v1 of the job, running continuously in its own process (what the upgrade DAG finds running)."""
     args = continuous_counts_args(
         "counts", tmp_path / "root", tmp_path / "work", landing, tmp_path / "out", batch_interval="200ms"
@@ -107,7 +108,7 @@ def _start_v1(tmp_path: Path, landing: Landing) -> subprocess.Popen:
     # The same Spark settings as the example DAG's new version (a different shuffle partition count
     # would rightly be refused as incompatible).
     process = start_module(
-        args, {"spark.sql.shuffle.partitions": "4"}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        args, {"spark.sql.shuffle.partitions": "4", **(conf or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
     control = ControlChannel(JobFolder(str(tmp_path / "root"), "counts"))
     wait_for(lambda: completed_checkpoints(tmp_path / "root", "counts") and control.live_runs(), 180, "v1", process)
@@ -162,3 +163,29 @@ def test_incompatible_upgrade_fails_in_the_restore_step_and_keeps_the_savepoint(
     savepoint = storage.resolve_snapshot(xcom(run, "take_savepoint"))  # still valid: usable for a retry
     assert savepoint.metadata.kind == "savepoint"
     assert all(i < savepoint.metadata.id for i in completed_checkpoints(tmp_path / "root", "counts"))
+
+
+def test_rescale_with_savepoint(tmp_path: Path, landing: Landing):
+    """The running job (RocksDB, 4 partitions) stops with a savepoint, is rescaled to 8 and restarted from the
+    rescaled savepoint; it runs at 8 and every count is exact."""
+    landing.add_files(4)
+    v1 = _start_v1(tmp_path, landing, {"spark.sql.streaming.stateStore.providerClass": ROCKSDB})
+    landing.add_files(2)
+    conf = {**_upgrade_conf(tmp_path, landing, "examples.pipelines:running_counts"), "partitions": 8}
+    del conf["new_pipeline"], conf["stop"], conf["restore_source"]
+    run = load_dag("rescale_with_savepoint").test(run_conf=conf)
+    assert v1.wait(timeout=120) == 0, v1.stderr.read()[-3000:]
+    assert set(task_states(run).values()) == {"success"}, task_states(run)
+    rescaled = xcom(run, "rescale")
+    new_run = xcom(run, "run_rescaled")
+    assert new_run["restored_from"]["path"] == rescaled and new_run["restored_from"]["kind"] == "savepoint"
+    assert xcom(run, "confirm_first_checkpoint")["checkpoint_id"] == new_run["checkpoint_id"]
+    storage = JobFolder(str(tmp_path / "root"), "counts")
+    meta = storage.resolve_snapshot(rescaled).metadata
+    assert (
+        meta.restored_from["path"] == xcom(run, "take_savepoint")
+        and meta.restored_from["rescaled_from_partitions"] == 4
+    )
+    newest = storage.checkpoints.read(new_run["checkpoint_id"])
+    assert newest.fingerprint["pinned_confs"]["spark.sql.shuffle.partitions"] == "8"
+    assert final_counts(tmp_path / "out") == landing.counts_by_key(), "the counts continued exactly across the rescale"
