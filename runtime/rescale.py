@@ -42,13 +42,11 @@ from spark_checkpoint_runtime.layout import (
 from spark_checkpoint_runtime.options import CommandParser, OptionsError, load_spec
 from spark_checkpoint_runtime.snapshot import SHUFFLE_PARTITIONS, StoredFiles, capture, materialize
 from spark_checkpoint_runtime.snapshot_targets import SavepointTarget
-from spark_checkpoint_runtime.spark_versions import UnsupportedSparkFeature, parse_version, require
+from spark_checkpoint_runtime.spark_versions import OFFLINE_REPARTITION, UnsupportedSparkFeature, parse_version, require
 from spark_checkpoint_runtime.state_inspection import partition_count, snapshot_for
 from spark_checkpoint_runtime.working_copy import WorkingCopy
 
 COMMAND = "rescale"
-# Spark's offline state repartition: a checkpoint folder rewritten for a new partition count (Spark 4.3).
-OFFLINE_REPARTITION = (4, 3)
 REPARTITION_RUNNER = "org.apache.spark.sql.execution.streaming.state.OfflineStateRepartitionRunner"
 
 
@@ -116,7 +114,6 @@ def check_rescalable(source: ValidCheckpoint, partitions: int) -> int:
 
 def repartition(spark: Any, location: str, partitions: int) -> int:
     """Spark's offline state repartition of the checkpoint folder at ``location``; the batch it wrote."""
-    require("Rescaling state (Spark's offline state repartition)", OFFLINE_REPARTITION, parse_version(spark.version))
     jvm = spark._jvm  # the runner has no Python API: it is called through the session's gateway
     runner = jvm.org.apache.spark.sql.execution.streaming.state.OfflineStateRepartitionRunner
     return int(runner(spark._jsparkSession, location, partitions, False).run())
@@ -138,6 +135,7 @@ def rescale(
     """
     started, trigger_ms = time.monotonic(), now_ms()
     current = check_rescalable(source, partitions)
+    require("Rescaling state (Spark's offline state repartition)", OFFLINE_REPARTITION, parse_version(spark.version))
     run_id = f"rescale-{uuid.uuid4().hex[:12]}"
     trigger_id = trigger_id or f"rescale-{partitions}-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
     folder = storage.savepoints.folder_for(trigger_id, target_directory)

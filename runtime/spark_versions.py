@@ -54,6 +54,8 @@ def _dotted(version: tuple[int, ...]) -> str:
 CHECKPOINT_FORMAT_V2 = (4, 0)
 # transformWithState / transformWithStateInPandas: Spark 4.0.
 TRANSFORM_WITH_STATE = (4, 0)
+# The offline state repartition (a checkpoint folder rewritten for a new partition count), which rescale uses.
+OFFLINE_REPARTITION = (4, 3)
 
 
 # Python APIs of those features: a pipeline calling one on an older Spark fails with a bare AttributeError.

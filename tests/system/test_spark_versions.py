@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from spark_checkpoint_runtime.layout import ControlChannel, JobFolder
-from spark_checkpoint_runtime.spark_versions import parse_version
+from spark_checkpoint_runtime.spark_versions import OFFLINE_REPARTITION, parse_version
 from tests.support.airflow_env import load_dag, task_states, xcom
 from tests.support.helpers import (
     REPO,
@@ -65,6 +65,11 @@ def matrix(request):
     return record
 
 
+def newest_savepoint(root: Path, job: str):
+    storage = JobFolder(str(root), job)
+    return storage.savepoints.read(storage.savepoints.names()[-1])
+
+
 def newest_metadata(root: Path, job: str):
     storage = JobFolder(str(root), job)
     return storage.checkpoints.read(max(completed_checkpoints(root, job)))
@@ -92,6 +97,26 @@ def test_crash_chain_on_each_spark(tmp_path: Path, landing: Landing, matrix, ins
     problems = family.check(output, landing)
     assert not problems, f"Spark {install.version}, {store} (seed {SEED}): {problems[:10]}"
     assert newest_metadata(tmp_path / "root", "versions").spark_version == install.version
+    if store == "rocksdb":
+        _rescale_or_refuse(tmp_path, install)
+
+
+def _rescale_or_refuse(tmp_path: Path, install: SparkInstall) -> None:
+    """``rescale`` on this Spark: a savepoint at 4 partitions on Spark 4.3+, a clear refusal before anything is
+    written on an older one."""
+    savepoints = tmp_path / "root" / "versions" / "savepoints"
+    before = sorted(savepoints.rglob("*")) if savepoints.exists() else []
+    args = ["rescale", "--job-name", "versions", "--checkpoint-root", str(tmp_path / "root"), "--partitions", "4"]
+    log = tmp_path / "rescale.log"
+    code = spark_submit(args, log, spark_submit_path=install.spark_submit).wait(timeout=300)
+    text = log.read_text(errors="replace")
+    if parse_version(install.version)[:2] >= OFFLINE_REPARTITION:
+        assert code == 0, text[-3000:]
+        rescaled = newest_savepoint(tmp_path / "root", "versions")
+        assert rescaled.fingerprint["pinned_confs"]["spark.sql.shuffle.partitions"] == "4"
+    else:
+        assert code == 2 and "needs Spark 4.3 or newer" in text, text[-3000:]
+        assert (sorted(savepoints.rglob("*")) if savepoints.exists() else []) == before
 
 
 def _result(log: Path) -> dict:
