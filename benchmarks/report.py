@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.estimate import NAME as ESTIMATOR
+from benchmarks.estimate import Estimate
 from benchmarks.findings import (
     ANSWER_GOAL_SECONDS,
     AT_SCALE_GOAL_RATIO,
@@ -326,6 +327,33 @@ def sensor_latency() -> list[str]:
     ]
 
 
+def rescale() -> list[str]:
+    data = load("rescale.json")
+    rows = []
+    for size in data["sizes"]:
+        ratio = Estimate.from_dict(size["ratio"])
+        each = ", ".join(f"{s['ours_seconds']:.1f} / {s['plain_seconds']:.1f}" for s in size["samples"])
+        rows.append(
+            [
+                mb(size["state_bytes"]),
+                f"{size['partitions']:,} → {size['to']:,}",
+                f"{size['plain_seconds']:.1f} s",
+                f"{size['ours_seconds']:.1f} s",
+                ratio.text(),
+                each,
+            ]
+        )
+    header = ["RocksDB state", "partitions", "plain Spark", "ours", "ours / plain", "each pair (ours / plain, s)"]
+    rounds = data["sizes"][0]["rounds"] if data["sizes"] else 0
+    sizes = ",".join(f"{s['size_mb_target']:g}" for s in data["sizes"])
+    first = data["sizes"][0] if data["sizes"] else {"partitions": 200, "to": 400}
+    command = (
+        f"python -m benchmarks.rescale --sizes-mb {sizes} --rounds {rounds} --partitions {first['partitions']} "
+        f"--to {first['to']} --root {data['root']}"
+    )
+    return [*table(header, rows, "lrrrll"), "", source("rescale.json", data, command)]
+
+
 def page_latency() -> list[str]:
     data = load("page_latency.json")
     idle, busy, paced = data["idle"], data["while_job_page_loads"], data["while_a_user_loads_it_every_second"]
@@ -566,6 +594,7 @@ GENERATED: dict[str, Callable[[], list[str]]] = {
     "retention": retention,
     "sensor-latency": sensor_latency,
     "page-latency": page_latency,
+    "rescale": rescale,
     "scale": scale,
     "throughput-at-scale": throughput_at_scale,
     "metadata-size": metadata_size,

@@ -84,3 +84,21 @@ def test_sensor_latency_runs_at_a_one_second_interval():
     results = measure(1, 1.0)
     for mode in ("poke", "deferrable"):
         assert 0 < results[mode]["median_seconds"] < 30, results
+
+
+def test_rescale_measures_both_sides_in_pairs(spark, tmp_path):
+    from benchmarks.rescale import measure
+    from benchmarks.state_size import ROCKSDB
+
+    provider = "spark.sql.streaming.stateStore.providerClass"
+    spark.conf.set(provider, ROCKSDB)
+    try:
+        result = measure(spark, tmp_path, 0.07, 2, int(spark.conf.get("spark.sql.shuffle.partitions")), 3, None)
+    finally:
+        spark.conf.unset(provider)
+    assert result["keys"] == 500 and result["to"] == 3 and len(result["samples"]) == 2
+    for sample in result["samples"]:
+        assert sample["plain_seconds"] > 0 and sample["ours_seconds"] > 0 and sample["rescaled_state_bytes"] > 0
+    assert (
+        result["ratio"]["pairs"] == 2 and result["ratio"]["low"] <= result["ratio"]["median"] <= result["ratio"]["high"]
+    )

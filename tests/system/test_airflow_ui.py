@@ -6,7 +6,9 @@ with the old empty-string param shows that the check can fail). Then, each trigg
 defaults: ``scheduled_streaming`` runs to success and makes a checkpoint, and its task log page shows the
 runtime's checkpoint lines; ``restore_automation`` starts its continuous job, whose first checkpoint a
 deferrable sensor awaits in the triggerer; ``upgrade_with_savepoint``, triggered while that job runs,
-stops it with a savepoint, runs the new version from it and confirms its first checkpoint. Screenshots of
+stops it with a savepoint, runs the new version from it and confirms its first checkpoint.
+``rescale_with_savepoint``'s form (the partition count among its params) is only validated here: its job must
+run on RocksDB, and its run is tested under ``dag.test()`` (``provider/test_example_dags.py``). Screenshots of
 each form and of the succeeded grids go to ``$UI_SCREENSHOTS`` (``docs/screenshots`` for the README).
 """
 
@@ -24,7 +26,7 @@ from tests.support.ui import Screenshots, headless_chromium, open_trigger_dialog
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-EXAMPLE_DAGS = ("scheduled_streaming", "restore_automation", "upgrade_with_savepoint")
+EXAMPLE_DAGS = ("scheduled_streaming", "restore_automation", "upgrade_with_savepoint", "rescale_with_savepoint")
 # The shape of the bug the UI review found: a required string param whose default is empty.
 EMPTY_DEFAULT_DAG = """
 from datetime import datetime
@@ -77,7 +79,7 @@ def test_example_dags_trigger_from_their_forms_and_run_under_the_scheduler(tmp_p
         parsed = "SELECT count(*) FROM dag WHERE dag_id IN ('empty_default', {})".format(
             ", ".join(f"'{d}'" for d in EXAMPLE_DAGS)
         )
-        airflow.wait_for(lambda: airflow.query(parsed)[0][0] == 4, 180, "the DAGs to be parsed")
+        airflow.wait_for(lambda: airflow.query(parsed)[0][0] == len(EXAMPLE_DAGS) + 1, 180, "the DAGs to be parsed")
         browser = headless_chromium()
 
         # Every example DAG's dialog validates with its defaults; the empty-default DAG's does not.
