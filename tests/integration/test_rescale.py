@@ -62,6 +62,17 @@ def _rows_by_store(spark, capsys, root: Path, job: str, *which: str) -> tuple[li
         pytest.param("dedup", 4, 8, id="dedup-4-to-8", marks=pytest.mark.matrix),
         pytest.param("inner-join", 8, 3, id="inner-join-8-to-3"),
         pytest.param("transformWithState", 4, 8, id="transformWithState-4-to-8", marks=pytest.mark.matrix),
+        *(
+            pytest.param(name, 4, 8, id=f"{name}-4-to-8", marks=pytest.mark.matrix)
+            for name in (
+                "windowed-aggregation",
+                "dedup-within-watermark",
+                "outer-join",
+                "session-window",
+                "applyInPandasWithState",
+                "chained",
+            )
+        ),
     ],
 )
 def test_a_rescaled_savepoint_runs_at_the_new_count_and_the_output_stays_exact(
