@@ -2,6 +2,7 @@
 
     python -m spark_checkpoint_runtime state --job-name J --checkpoint-root R
         [--checkpoint-id N | --savepoint NAME_OR_PATH] [--operator ID] [--store-name NAME] [--limit K] [--json]
+        [--state-var NAME | --timers]
     python -m spark_checkpoint_runtime state --job-name J --checkpoint-root R [...] --summary [--json]
 
 Spark's ``statestore`` and ``state-metadata`` sources (Spark 4.0+) read a raw Spark checkpoint folder; our
@@ -11,10 +12,12 @@ working folder, and Spark reads that: the session must be local (the folder is o
 command's own is. Nothing is written to the job's storage.
 
 Without ``--summary``: the state rows (``key``, ``value``, ``partition_id``) of one operator and store, the
-newest checkpoint by default. With ``--summary``: rows and bytes per operator, store and partition, for
+newest checkpoint by default. A transformWithState operator is read one state variable at a time
+(``--state-var NAME``: its columns as Spark gives them, a list or map flattened to one row per element) or
+its registered timers (``--timers``). With ``--summary``: rows and bytes per operator, store and partition, for
 every stateful operator: a skewed partition shows here. Exit 2 with a one-line reason for bad input (no
 such checkpoint, operator or store; a Spark without the state data source, or state it cannot read, such
-as transformWithState's, which it reads one state variable at a time).
+as transformWithState's without ``--state-var`` or ``--timers``).
 """
 
 from __future__ import annotations
@@ -50,6 +53,9 @@ def parser() -> argparse.ArgumentParser:
     found.add_argument("--operator", type=int, default=0, help="the stateful operator's id (default 0)")
     found.add_argument("--store-name", default=DEFAULT_STORE, help="the operator's store (joins have four)")
     found.add_argument("--limit", type=int, default=20, help="rows to print (default 20)")
+    variable = found.add_mutually_exclusive_group()
+    variable.add_argument("--state-var", help="transformWithState: the state variable to read")
+    variable.add_argument("--timers", action="store_true", help="transformWithState: its registered timers")
     found.add_argument("--summary", action="store_true", help="rows and bytes per operator, store and partition")
     found.add_argument("--json", action="store_true", help="JSON lines instead of a table")
     return found
@@ -142,18 +148,39 @@ def summary(spark: Any, location: str, snapshot: ValidCheckpoint) -> list[Partit
     return found
 
 
-def _reader(spark: Any, location: str, snapshot: ValidCheckpoint, operator: int, store: str) -> Any:
-    return (
+def _reader(
+    spark: Any,
+    location: str,
+    snapshot: ValidCheckpoint,
+    operator: int,
+    store: str,
+    state_var: str | None = None,
+    timers: bool = False,
+) -> Any:
+    reader = (
         spark.read.format("statestore")
         .option("batchId", snapshot.metadata.batch_id)
         .option("operatorId", operator)
         .option("storeName", store)
-        .load(location)
     )
+    if state_var is not None:
+        reader = reader.option("stateVarName", state_var)
+    if timers:
+        reader = reader.option("readRegisteredTimers", "true")
+    return reader.load(location)
 
 
-def rows(spark: Any, location: str, snapshot: ValidCheckpoint, operator: int, store: str) -> Any:
-    """The state rows (``key``, ``value``, ``partition_id``) of one operator's store, as a DataFrame."""
+def rows(
+    spark: Any,
+    location: str,
+    snapshot: ValidCheckpoint,
+    operator: int,
+    store: str,
+    state_var: str | None = None,
+    timers: bool = False,
+) -> Any:
+    """The state rows of one operator's store, as a DataFrame: ``key``, ``value``, ``partition_id``; for one
+    transformWithState variable (``state_var``) or its timers, every column Spark's state source gives."""
     known = {
         (int(row["operatorId"]), str(row["stateStoreName"]))
         for row in spark.read.format("state-metadata").load(location).collect()
@@ -164,7 +191,8 @@ def rows(spark: Any, location: str, snapshot: ValidCheckpoint, operator: int, st
             f"{snapshot.fs.unstrip_protocol(snapshot.path)} has no state for operator {operator} store {store!r}; "
             f"it has: {names}"
         )
-    return _reader(spark, location, snapshot, operator, store).select("key", "value", "partition_id")
+    found = _reader(spark, location, snapshot, operator, store, state_var, timers)
+    return found if state_var is not None or timers else found.select("key", "value", "partition_id")
 
 
 def main(argv: list[str], spark: Any = None) -> int:
@@ -183,7 +211,15 @@ def main(argv: list[str], spark: Any = None) -> int:
             if args.summary:
                 _print_summary(summary(spark, working.schema_location, snapshot), args.json)
             else:
-                found = rows(spark, working.schema_location, snapshot, args.operator, args.store_name)
+                found = rows(
+                    spark,
+                    working.schema_location,
+                    snapshot,
+                    args.operator,
+                    args.store_name,
+                    args.state_var,
+                    args.timers,
+                )
                 _print_rows(found, args.limit, args.json)
         return EXIT_OK
     except (OptionsError, CheckpointFormatError, UnsupportedSparkFeature, ValueError) as exc:
