@@ -40,14 +40,14 @@ from spark_checkpoint_runtime.layout import (
     now_ms,
 )
 from spark_checkpoint_runtime.options import CommandParser, OptionsError, load_spec
+from spark_checkpoint_runtime.restore import RestorePoint
 from spark_checkpoint_runtime.snapshot import SHUFFLE_PARTITIONS, StoredFiles, capture, materialize
 from spark_checkpoint_runtime.snapshot_targets import SavepointTarget
 from spark_checkpoint_runtime.spark_versions import OFFLINE_REPARTITION, UnsupportedSparkFeature, parse_version, require
-from spark_checkpoint_runtime.state_inspection import partition_count, snapshot_for
+from spark_checkpoint_runtime.state_inspection import local_session, partition_count, snapshot_for, spark_error_line
 from spark_checkpoint_runtime.working_copy import WorkingCopy
 
 COMMAND = "rescale"
-REPARTITION_RUNNER = "org.apache.spark.sql.execution.streaming.state.OfflineStateRepartitionRunner"
 
 
 class RescaleRefused(ValueError):
@@ -174,7 +174,7 @@ def rescale(
                 bytes_written=uploaded.bytes_written,
                 durations_ms={"capture": captured_ms, "upload": total_ms - captured_ms, "total": total_ms},
                 source_offsets=snap.source_offsets,
-                restored_from={**_describe(source), "rescaled_from_partitions": current},
+                restored_from={**RestorePoint(source).describe(), "rescaled_from_partitions": current},
                 fingerprint={**source.metadata.fingerprint, "pinned_confs": snap.pinned_confs},
                 spark_version=spark.version,
                 # The source's history: restoring the rescaled savepoint is restoring the source. Its staged
@@ -212,11 +212,6 @@ def _reserve(storage: JobFolder, run_id: str, location: str) -> int:
     raise CheckpointFormatError(f"no id could be reserved in {storage.location}: another writer takes every one")
 
 
-def _describe(source: ValidCheckpoint) -> dict[str, Any]:
-    meta = source.metadata
-    return {"id": meta.id, "kind": meta.kind, "batch_id": meta.batch_id, "path": source.url}
-
-
 def main(argv: list[str], spark: Any = None) -> int:
     """Run the ``rescale`` command; returns the exit status."""
     try:
@@ -226,7 +221,7 @@ def main(argv: list[str], spark: Any = None) -> int:
         storage = JobFolder(args.checkpoint_root, args.job_name, options)
         source = source_snapshot(storage, args.source)
         check_rescalable(source, args.partitions)  # before Spark starts: bad input fails in a second
-        spark = spark or _session()
+        spark = spark or local_session("checkpoint-rescale")
         location, meta = rescale(
             spark, storage, source, args.partitions, args.target_directory, trigger_id=args.trigger_id
         )
@@ -234,9 +229,9 @@ def main(argv: list[str], spark: Any = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except Exception as exc:  # Spark refusing to repartition this state (PySparkException and the JVM's own)
-        if type(exc).__module__.split(".")[0] not in ("pyspark", "py4j"):
+        first = spark_error_line(exc)
+        if first is None:
             raise
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print(f"error: Spark's offline state repartition refused {args.source!r}: {first}", file=sys.stderr)
         return EXIT_BAD_INPUT
     print(
@@ -247,14 +242,3 @@ def main(argv: list[str], spark: Any = None) -> int:
     )
     print(location, flush=True)
     return EXIT_OK
-
-
-def _session() -> Any:
-    from pyspark.sql import SparkSession
-
-    return (
-        SparkSession.builder.master("local[*]")
-        .appName("checkpoint-rescale")
-        .config("spark.ui.enabled", "false")
-        .getOrCreate()
-    )

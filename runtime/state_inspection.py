@@ -202,7 +202,7 @@ def main(argv: list[str], spark: Any = None) -> int:
         options = (load_spec(args.spec).get("storage_options") or {}) if args.spec else {}
         storage = JobFolder(args.checkpoint_root, args.job_name, options)
         snapshot = snapshot_for(storage, args.checkpoint_id, args.savepoint)
-        spark = spark or _session()
+        spark = spark or local_session()
         require("Reading state (Spark's state data source)", STATE_DATA_SOURCE, parse_version(spark.version))
         with tempfile.TemporaryDirectory(prefix=f"state-{args.job_name}-") as folder:
             working = WorkingCopy(folder, args.job_name, "inspection")
@@ -226,22 +226,26 @@ def main(argv: list[str], spark: Any = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except Exception as exc:  # Spark refusing to read this state (PySparkException and the JVM's own)
-        if type(exc).__module__.split(".")[0] not in ("pyspark", "py4j"):
+        first = spark_error_line(exc)
+        if first is None:
             raise
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print(f"error: Spark's state data source cannot read this state: {first}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
 
-def _session() -> Any:
+def spark_error_line(exc: BaseException) -> str | None:
+    """The first line of an error Spark raised (PySparkException, or the JVM's through py4j); None for any
+    other error, which is a bug of ours and must not pass for Spark refusing the snapshot."""
+    if type(exc).__module__.split(".")[0] not in ("pyspark", "py4j"):
+        return None
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def local_session(app_name: str = "checkpoint-state") -> Any:
+    """A local Spark session for a command that reads a snapshot materialised on this machine."""
     from pyspark.sql import SparkSession
 
-    return (
-        SparkSession.builder.master("local[*]")
-        .appName("checkpoint-state")
-        .config("spark.ui.enabled", "false")
-        .getOrCreate()
-    )
+    return SparkSession.builder.master("local[*]").appName(app_name).config("spark.ui.enabled", "false").getOrCreate()
 
 
 def _print_rows(found: Any, limit: int, as_json: bool) -> None:
