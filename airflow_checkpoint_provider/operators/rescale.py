@@ -13,10 +13,9 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow_checkpoint_provider.failures import definitive_arguments
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
 from airflow_checkpoint_provider.hooks.streaming_job import StreamingJobHook
+from airflow_checkpoint_provider.operators.task_keys import task_instance_name
+from spark_checkpoint_runtime.errors import EXIT_BAD_INPUT
 from spark_checkpoint_runtime.layout import CheckpointFormatError, key_from
-
-# The runtime's exit status for bad input (a snapshot that cannot be rescaled as asked): no retry helps.
-EXIT_BAD_INPUT = 2
 
 
 class RescaleOperator(BaseOperator):
@@ -88,10 +87,7 @@ class RescaleOperator(BaseOperator):
 
     def trigger_id(self, context: Context) -> str:
         """The savepoint's name: one per task instance, the same for every try (so a retry finds it)."""
-        ti = context["ti"]
-        map_index = getattr(ti, "map_index", -1)
-        mapped = f".{map_index}" if isinstance(map_index, int) and map_index >= 0 else ""
-        return key_from(f"rescale.{ti.dag_id}.{ti.task_id}.{ti.run_id}{mapped}")
+        return key_from(f"rescale.{task_instance_name(context)}")
 
     def execute(self, context: Context) -> str:
         storage_hook = CheckpointStorageHook(self.storage_conn_id)
@@ -115,7 +111,9 @@ class RescaleOperator(BaseOperator):
                 hook.submit(args, storage_hook.storage_options(), Path(workdir))
             except AirflowException as exc:
                 returncode = hook.process.returncode if hook.process is not None else None
-                if returncode == EXIT_BAD_INPUT:  # its reason is the last line of the task log above
+                # Bad input (a snapshot that cannot be rescaled as asked): no retry helps. Its reason is the
+                # last line of the task log above.
+                if returncode == EXIT_BAD_INPUT:
                     raise AirflowFailException(f"rescale of job {self.job_name!r} refused: {exc}") from exc
                 raise
         folder = storage.savepoints.folder_for(trigger_id, self.target_directory or None)

@@ -14,6 +14,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow_checkpoint_provider.durations import Duration, to_seconds
 from airflow_checkpoint_provider.failures import definitive_arguments
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
+from airflow_checkpoint_provider.operators.task_keys import task_instance_name
 from airflow_checkpoint_provider.triggers.savepoint import SavepointTrigger
 from spark_checkpoint_runtime.layout import TERMINAL_STATUSES, ControlChannel, key_from
 
@@ -81,10 +82,7 @@ class SavepointOperator(BaseOperator):
 
     def trigger_id(self, context: Context) -> str:
         """The request's id: one per try of each task instance (mapped tasks and retries ask anew)."""
-        ti = context["ti"]
-        map_index = getattr(ti, "map_index", -1)
-        mapped = f".{map_index}" if isinstance(map_index, int) and map_index >= 0 else ""
-        return key_from(f"{ti.dag_id}.{ti.task_id}.{ti.run_id}{mapped}.try{ti.try_number}")
+        return key_from(f"{task_instance_name(context)}.try{context['ti'].try_number}")
 
     def execute(self, context: Context) -> str:
         hook = CheckpointStorageHook(self.storage_conn_id)
