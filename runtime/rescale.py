@@ -30,7 +30,7 @@ from typing import Any
 
 from spark_checkpoint_runtime import faults
 from spark_checkpoint_runtime.durations import format_bytes, format_duration
-from spark_checkpoint_runtime.errors import EXIT_BAD_INPUT, EXIT_OK
+from spark_checkpoint_runtime.errors import EXIT_BAD_INPUT, EXIT_JOB_FAILED, EXIT_OK
 from spark_checkpoint_runtime.fingerprint import PROVIDER_CONF, ROCKSDB_PROVIDER
 from spark_checkpoint_runtime.layout import (
     CheckpointFormatError,
@@ -228,6 +228,13 @@ def main(argv: list[str], spark: Any = None) -> int:
     except (OptionsError, CheckpointFormatError, UnsupportedSparkFeature, faults.FaultSpecError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except FileNotFoundError as exc:  # checked complete, then gone: a running job's retention deleted it
+        print(
+            f"error: a file of {args.source!r} went away while the rescale read it ({exc}); a running job's "
+            "retention deletes old checkpoints. Rescale a savepoint (stop the job with one first), or retry",
+            file=sys.stderr,
+        )
+        return EXIT_JOB_FAILED
     except Exception as exc:  # Spark refusing to repartition this state (PySparkException and the JVM's own)
         first = spark_error_line(exc)
         if first is None:

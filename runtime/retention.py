@@ -234,6 +234,8 @@ class JobRetentionPlan:
     delete_orphan_folders: list[int]
     delete_shared: list[str]
     bytes_freed: int
+    # savepoints/<name> folders without _metadata (a savepoint or rescale killed before it completed).
+    delete_orphan_savepoints: list[str] = field(default_factory=list)
     # Multipart uploads older than the orphan grace that no writer completed (S3): aborted, so their parts go.
     abort_uploads: list[PendingUpload] = field(default_factory=list)
     # Job-relative paths of every file the planning listing saw in the folders it deletes (not reported):
@@ -255,6 +257,7 @@ class JobRetentionPlan:
                 "checkpoints": self.delete_checkpoints,
                 "savepoints": self.delete_savepoints,
                 "orphan_checkpoint_folders": self.delete_orphan_folders,
+                "orphan_savepoint_folders": self.delete_orphan_savepoints,
                 "shared_files": self.delete_shared,
                 "pending_uploads": [upload.path for upload in self.abort_uploads],
             },
@@ -277,8 +280,10 @@ def plan_job_retention(
     - Savepoints beyond ``savepoint_max_count`` or older than ``savepoint_max_age`` seconds are deleted,
       but the newest savepoint is always kept.
     - Orphans are deleted only when older than ``orphan_grace`` seconds: ``chk-*`` folders without a
-      readable ``_metadata`` (a running job's pending checkpoint looks like one until it completes) and
-      shared files nothing retained references (a pending checkpoint uploads those first).
+      readable ``_metadata`` (a running job's pending checkpoint looks like one until it completes),
+      ``savepoints/<name>`` folders without ``_metadata`` (a savepoint or rescale killed half-way; one being
+      written looks the same until it completes) and shared files nothing retained references (a pending
+      checkpoint uploads those first).
     """
     if num_retained < 1:
         raise ValueError("num_retained must be at least 1")
@@ -336,11 +341,16 @@ def plan_job_retention(
 
     savepoints: list[tuple[str, CheckpointMetadata]] = []
     savepoint_sizes: dict[str, int] = {}
+    orphan_savepoints: list[str] = []
     for folder, files in by_folder.items():
         if not folder.startswith(f"{SAVEPOINTS_DIR}/"):
             continue
         name = folder.split("/", 1)[1]
         savepoint_sizes[name] = sum(size for size, _ in files.values())
+        if f"{folder}/{METADATA_FILE}" not in files:
+            if _untouched_for(files, orphan_grace, now):
+                orphan_savepoints.append(name)
+            continue
         try:
             savepoints.append((name, storage.savepoints.read(name)))
         except (DamagedCheckpoint, ValueError, FileNotFoundError):
@@ -364,9 +374,10 @@ def plan_job_retention(
         if path not in referenced and modified is not None and now - modified > orphan_grace and not unknown_format
     )
     freed = sum(shared[p][0] for p in delete_shared) + sum(sizes[i] for i in delete + orphan_folders)
-    freed += sum(savepoint_sizes[name] for name in drop_savepoints)
+    orphan_savepoints.sort()
+    freed += sum(savepoint_sizes[name] for name in drop_savepoints + orphan_savepoints)
     doomed = [checkpoint_dir_name(i) for i in delete + orphan_folders]
-    doomed += [f"{SAVEPOINTS_DIR}/{name}" for name in drop_savepoints]
+    doomed += [f"{SAVEPOINTS_DIR}/{name}" for name in drop_savepoints + orphan_savepoints]
     folder_files = [path for folder in doomed for path in by_folder.get(folder, {})]
     return JobRetentionPlan(
         keep,
@@ -378,6 +389,7 @@ def plan_job_retention(
         freed,
         abort_uploads=storage.pending_uploads(orphan_grace, now),
         folder_files=folder_files,
+        delete_orphan_savepoints=orphan_savepoints,
     )
 
 
@@ -398,7 +410,7 @@ def apply_job_retention(storage: JobFolder, plan: JobRetentionPlan) -> None:
     in_savepoints = [path for path in plan.folder_files if path.startswith(f"{SAVEPOINTS_DIR}/")]
     in_checkpoints = [path for path in plan.folder_files if not path.startswith(f"{SAVEPOINTS_DIR}/")]
     storage.checkpoints.discard(sorted(deleted), in_checkpoints)
-    storage.savepoints.discard(plan.delete_savepoints, in_savepoints)
+    storage.savepoints.discard(plan.delete_savepoints + plan.delete_orphan_savepoints, in_savepoints)
     storage.abort_uploads(plan.abort_uploads)
     newer = []
     for checkpoint_id in storage.checkpoints.ids():

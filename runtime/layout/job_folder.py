@@ -134,6 +134,7 @@ class JobFolder:
         savepoint = SavepointFolder.probe(location, self.storage_options)
         if savepoint is not None:
             return savepoint.validate()
+        self._refuse_unfinished(location)
         protocol, _ = split_protocol(location)
         own = self.fs.protocol if isinstance(self.fs.protocol, tuple | list) else (self.fs.protocol,)
         same_storage = (protocol or "file") in own
@@ -157,6 +158,21 @@ class JobFolder:
         except DamagedCheckpoint as exc:
             raise CheckpointFormatError(f"--restore-from {location!r} cannot be used: {exc.reason}") from None
         return ValidCheckpoint(meta, path, self.fs, self.job_path)
+
+    def _refuse_unfinished(self, location: str) -> None:
+        """Name a folder without ``_metadata`` for what it is, rather than "not a checkpoint folder"."""
+        try:
+            folder = SavepointFolder(location, self.storage_options)
+            unfinished = folder.unfinished()
+        except Exception:  # unreadable: the checks after this one say what is wrong with the location
+            return
+        if unfinished:
+            raise CheckpointFormatError(
+                f"--restore-from {location!r} is an unfinished snapshot: the folder has files but no _metadata "
+                "(written last), so whatever wrote it stopped before it completed. Pass a completed savepoint "
+                "or chk-<N> folder ('list' shows them) or 'latest'. Inside the job folder, retention deletes it once "
+                "the orphan grace has passed"
+            )
 
     def write_report(self, kind: str, key: str, report: dict[str, Any], keep: int = 100) -> str:
         """Store a full report (``_reports/<kind>-<key>.json``) and return its URL.

@@ -22,6 +22,8 @@ SEGMENTS_DIR = "_segments"  # shared/<run>/_segments/: segment objects of file m
 
 
 SAVEPOINTS_DIR = "savepoints"
+SAVEPOINT_PREFIX = "savepoint-"  # savepoints/savepoint-<trigger id>/
+SPARK_OFFSETS_DIR = "offsets"  # Spark's offset log, in every snapshot: a folder holding it is a snapshot's
 
 
 CONTROL_DIR = "_control"

@@ -18,7 +18,9 @@ from spark_checkpoint_runtime.layout.metadata import (
 )
 from spark_checkpoint_runtime.layout.names import (
     METADATA_FILE,
+    SAVEPOINT_PREFIX,
     SAVEPOINTS_DIR,
+    SPARK_OFFSETS_DIR,
     normalized_location,
     relative_to,
     safe_relative_path,
@@ -80,6 +82,22 @@ class SavepointFolder:
 
     def exists(self) -> bool:
         return self.fs.exists(posixpath.join(self.path, METADATA_FILE))
+
+    def unfinished(self) -> bool:
+        """True for a snapshot's folder without ``_metadata``: a savepoint (or checkpoint) whose writer stopped
+        before it completed, since ``_metadata`` is written last.
+
+        A snapshot's folder is one named like a savepoint or holding Spark's ``offsets`` log; any other folder
+        is not a snapshot at all and gets the caller's own message.
+        """
+        try:
+            if self.exists():
+                return False
+            entries = [posixpath.basename(p.rstrip("/")) for p in self.fs.ls(self.path, detail=False)]
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        named = posixpath.basename(self.path).startswith(SAVEPOINT_PREFIX)
+        return bool(entries) and (named or SPARK_OFFSETS_DIR in entries)
 
     def read_metadata(self) -> CheckpointMetadata:
         return _read_savepoint_metadata(self.fs, self.path)
@@ -194,7 +212,7 @@ class Savepoints:
 
     def folder_for(self, trigger_id: str, target_directory: str | None = None) -> SavepointFolder:
         """Where the savepoint for ``trigger_id`` goes: ``target_directory`` or ``<job>/savepoints/``."""
-        name = f"savepoint-{validate_key(trigger_id, 'trigger id')}"
+        name = f"{SAVEPOINT_PREFIX}{validate_key(trigger_id, 'trigger id')}"
         storage_options = self.job.storage_options
         if target_directory:
             return SavepointFolder(posixpath.join(target_directory.rstrip("/"), name), storage_options)

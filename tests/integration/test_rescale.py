@@ -159,6 +159,16 @@ def test_what_cannot_be_rescaled_is_refused_before_anything_is_written(spark, tm
     assert code == 2 and "no checkpoint" in err
     assert _files(tmp_path) == before, "a refused rescale wrote something"
 
+    # Files checked complete, then deleted under the rescale (a running job's retention): one line, exit 1 (a
+    # retry may find a newer checkpoint), not a traceback. Only the deletion's timing is simulated here.
+    def gone(*_args, **_kwargs):
+        raise FileNotFoundError(str(root / "on-rocksdb" / "shared" / "r" / "1.zip"))
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(rescale, "rescale", gone)
+        code, _, err = _command(rescale, spark, capsys, root, "on-rocksdb", "--partitions", "8")
+    assert code == 1 and "went away while the rescale read it" in err and "Rescale a savepoint" in err
+
     # A trigger id names the savepoint: asked again (an Airflow retry) the same one comes back, nothing new is
     # written; the same id for another rescale is refused.
     once = ["--partitions", "8", "--trigger-id", "retry-me"]

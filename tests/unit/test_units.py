@@ -153,11 +153,17 @@ def test_restore_paths_must_be_this_jobs_checkpoints(tmp_path: Path):
     write_checkpoint(storage, 1, [])
     assert storage.resolve_snapshot(str(tmp_path / "root" / "j" / "chk-1")).metadata.id == 1
     assert storage.resolve_snapshot(f"file://{tmp_path}/root/j/chk-1/_metadata").metadata.id == 1
+    # What a killed savepoint or rescale leaves, and a copy cut short elsewhere: files, no _metadata.
+    (tmp_path / "root" / "j" / "savepoints" / "savepoint-killed" / "state").mkdir(parents=True)
+    (tmp_path / "root" / "j" / "savepoints" / "savepoint-killed" / "state" / "1.delta").write_bytes(b"x")
+    (tmp_path / "copied-half" / "offsets").mkdir(parents=True)
     for bad, message in (
         (str(tmp_path / "root" / "j" / "chk-1" / ".." / ".." / "k" / "chk-1"), "outside"),
         (str(tmp_path), "outside"),
         (str(tmp_path / "root" / "j" / "shared"), "not a checkpoint folder"),
         (str(tmp_path / "root" / "j" / "chk-9"), "no _metadata"),
+        (str(tmp_path / "root" / "j" / "savepoints" / "savepoint-killed"), "unfinished snapshot"),
+        (str(tmp_path / "copied-half"), "unfinished snapshot"),
     ):
         with pytest.raises(CheckpointFormatError, match=message):
             storage.resolve_snapshot(bad)

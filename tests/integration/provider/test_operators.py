@@ -61,7 +61,13 @@ def _populate(root: Path) -> JobFolder:
     (job / "chk-6" / "metadata").write_text("{}")
     (job / "shared" / "r1" / "old-orphan").write_bytes(b"o" * 11)
     (job / "shared" / "r1" / "new-upload").write_bytes(b"n" * 13)
+    killed = job / "savepoints" / "savepoint-killed" / "state"  # a rescale killed two hours ago: no _metadata
+    killed.mkdir(parents=True)
+    (killed / "1.delta").write_bytes(b"k" * 5)
     _age(job, 2 * 3600)
+    writing = job / "savepoints" / "savepoint-writing"  # a savepoint being written now: too young to touch
+    writing.mkdir()
+    (writing / "offsets").write_text("v1")
     os.utime(job / "chk-6" / "metadata")
     os.utime(job / "shared" / "r1" / "new-upload")
     for name, age in (("savepoint-a", 30), ("savepoint-b", 3), ("savepoint-c", 2), ("savepoint-d", 1)):
@@ -83,6 +89,7 @@ def test_retention_operator_dry_run_then_for_real(tmp_path: Path):
         "checkpoints": 2,
         "savepoints": 2,
         "orphan_checkpoint_folders": 1,
+        "orphan_savepoint_folders": 1,
         "shared_files": 3,
         "pending_uploads": 0,  # multipart uploads: S3 only
     }
@@ -93,6 +100,7 @@ def test_retention_operator_dry_run_then_for_real(tmp_path: Path):
         "checkpoints": [1, 2],
         "savepoints": ["savepoint-a", "savepoint-b"],  # b: beyond max count 2; a: also older than 7d
         "orphan_checkpoint_folders": [5],
+        "orphan_savepoint_folders": ["savepoint-killed"],
         "shared_files": ["shared/r1/old-orphan", "shared/r1/state/0/0/2.delta", "shared/r1/state/0/0/3.delta"],
         "pending_uploads": [],
     }
@@ -102,7 +110,7 @@ def test_retention_operator_dry_run_then_for_real(tmp_path: Path):
     assert task_states(real) == {"retention": "success"}
     job = root / "orders"
     assert sorted(p.name for p in job.glob("chk-*")) == ["chk-3", "chk-4", "chk-6"]
-    assert sorted(p.name for p in (job / "savepoints").iterdir()) == ["savepoint-c", "savepoint-d"]
+    assert sorted(p.name for p in (job / "savepoints").iterdir()) == ["savepoint-c", "savepoint-d", "savepoint-writing"]
     remaining = {str(p.relative_to(job)) for p in (job / "shared").rglob("*") if p.is_file()}
     assert remaining == {
         "shared/r1/state/0/0/1.delta",
