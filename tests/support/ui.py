@@ -65,6 +65,33 @@ def open_trigger_dialog(browser, url: str, dag_id: str):
     return dialog_trigger()
 
 
+def fill_form(browser, typed: dict[str, str]) -> None:
+    """Type into the open Trigger dialog's param fields (Airflow names each input ``element_<param>``)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    for name, text in typed.items():
+        field = browser.find_element(By.CSS_SELECTOR, f"input[name='element_{name}']")
+        browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", field)
+        field.click()
+        field.send_keys(Keys.CONTROL, "a")
+        field.send_keys(Keys.DELETE)
+        # One key at a time, each seen in the field before the next (sent again if it was not): the form
+        # re-renders as it validates, and keys sent meanwhile can be dropped (seen: a long path lost a letter).
+        for end in range(1, len(text) + 1):
+            for _ in range(3):
+                if field.get_attribute("value") == text[: end - 1]:
+                    field.send_keys(text[end - 1])
+                try:
+                    wait_until(lambda f=field, e=text[:end]: f.get_attribute("value") == e, 2, "the key")
+                    break
+                except AssertionError:
+                    continue
+            else:
+                raise AssertionError(f"the form's {name} reads {field.get_attribute('value')!r}, not {text[:end]!r}")
+    time.sleep(1)  # the form validates the typed values
+
+
 class Screenshots:
     """Saves full-window PNGs under a folder: ``$UI_SCREENSHOTS`` if set, else ``fallback``."""
 

@@ -6,23 +6,36 @@ with the old empty-string param shows that the check can fail). Then, each trigg
 defaults: ``scheduled_streaming`` runs to success and makes a checkpoint, and its task log page shows the
 runtime's checkpoint lines; ``restore_automation`` starts its continuous job, whose first checkpoint a
 deferrable sensor awaits in the triggerer; ``upgrade_with_savepoint``, triggered while that job runs,
-stops it with a savepoint, runs the new version from it and confirms its first checkpoint.
-``rescale_with_savepoint``'s form (the partition count among its params) is only validated here: its job must
-run on RocksDB, and its run is tested under ``dag.test()`` (``provider/test_example_dags.py``). Screenshots of
-each form and of the succeeded grids go to ``$UI_SCREENSHOTS`` (``docs/screenshots`` for the README).
+stops it with a savepoint, runs the new version from it and confirms its first checkpoint;
+``rescale_with_savepoint``, with another job's name and a new partition count typed into its form while that
+job runs on RocksDB, stops it with a savepoint, rescales it, runs it at the new count and confirms its first
+checkpoint. Screenshots of each form and of the succeeded grids go to ``$UI_SCREENSHOTS``
+(``docs/screenshots`` for the README).
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.support.helpers import REPO, Landing, final_counts
+from spark_checkpoint_runtime.layout import ControlChannel, JobFolder
+from tests.support.helpers import (
+    REPO,
+    Landing,
+    completed_checkpoints,
+    continuous_counts_args,
+    final_counts,
+    kill_group,
+    start_module,
+    wait_for,
+)
 from tests.support.local_airflow import LocalAirflow
-from tests.support.ui import Screenshots, headless_chromium, open_trigger_dialog, wait_until
+from tests.support.state_matrix import STORES
+from tests.support.ui import Screenshots, fill_form, headless_chromium, open_trigger_dialog, wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -41,10 +54,13 @@ with DAG(dag_id="empty_default", schedule=None, start_date=datetime(2026, 1, 1),
 FINISHED = ("success", "failed")
 
 
-def trigger_from_form(browser, airflow: LocalAirflow, dag_id: str) -> str:
-    """Click the Trigger dialog's button with the form's defaults; return the run id it created."""
+def trigger_from_form(browser, airflow: LocalAirflow, dag_id: str, typed: dict[str, str] | None = None) -> str:
+    """Type ``typed`` (param name to text) into the Trigger dialog's form, the defaults elsewhere, and click its
+    button; return the run id it created."""
     before = {run for run, _ in airflow.dag_runs(dag_id)}
-    open_trigger_dialog(browser, airflow.url, dag_id).click()
+    button = open_trigger_dialog(browser, airflow.url, dag_id)
+    fill_form(browser, typed or {})
+    button.click()
 
     def manual_run():
         return next((r for r, _ in airflow.dag_runs(dag_id) if r not in before and r.startswith("manual")), None)
@@ -143,6 +159,36 @@ def test_example_dags_trigger_from_their_forms_and_run_under_the_scheduler(tmp_p
         assert final_counts(demo / "output") == landing.counts_by_key()
         show_grid(browser, airflow, "restore_automation", shots)
         show_grid(browser, airflow, "upgrade_with_savepoint", shots)
+
+        # rescale_with_savepoint from its form, another job and partition count typed in: the job runs on RocksDB
+        # (the store Spark rescales) at 4 partitions; the DAG stops it with a savepoint, rescales its state to 6,
+        # runs it from the rescaled savepoint at 6 and confirms its first checkpoint.
+        root, rocks_output = demo / "checkpoints", demo / "rescaled-output"
+        args = continuous_counts_args("rocks-counts", root, tmp_path / "rocks-work", landing, rocks_output)
+        conf = {**STORES["rocksdb"], "spark.sql.shuffle.partitions": "4"}  # what the DAG's run_rescaled sets
+        with open(tmp_path / "rocks-counts.log", "w") as log:  # a file: nobody reads a pipe while the DAG runs
+            rocks = start_module(args, conf, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            control = ControlChannel(JobFolder(str(root), "rocks-counts"))
+            running = lambda: completed_checkpoints(root, "rocks-counts") and control.live_runs()  # noqa: E731
+            wait_for(running, 240, "the RocksDB job", rocks)
+            typed = {"job_name": "rocks-counts", "output": str(rocks_output), "partitions": "6"}
+            rescale_run = trigger_from_form(browser, airflow, "rescale_with_savepoint", typed)
+            state, tasks = airflow.finished_run("rescale_with_savepoint", rescale_run, 600)
+            assert state == "success", (tasks, airflow.log_tail("scheduler"))
+            assert rocks.wait(timeout=120) == 0, "stopped by the savepoint: exit 0"
+        finally:
+            kill_group(rocks)  # only if a step above failed: it has exited otherwise
+        (run_conf,) = airflow.query("SELECT conf FROM dag_run WHERE run_id = ?", rescale_run)[0]
+        assert json.loads(run_conf)["partitions"] == 6, run_conf  # the form sent the typed count, as an integer
+        rescaled = airflow.xcom("rescale_with_savepoint", rescale_run, "rescale")
+        storage = JobFolder(str(root), "rocks-counts")
+        newest = storage.checkpoints.read(max(completed_checkpoints(root, "rocks-counts")))
+        assert newest.restored_from["path"] == rescaled, newest.restored_from
+        assert newest.fingerprint["pinned_confs"]["spark.sql.shuffle.partitions"] == "6"
+        assert storage.resolve_snapshot(rescaled).metadata.restored_from["rescaled_from_partitions"] == 4
+        assert final_counts(rocks_output) == landing.counts_by_key(), "the counts continued exactly across the rescale"
+        show_grid(browser, airflow, "rescale_with_savepoint", shots)
     finally:
         if browser is not None:
             browser.quit()

@@ -6,6 +6,8 @@ behind Airflow's auth, are ``tests/system/test_checkpoint_pages.py``.
 
 from __future__ import annotations
 
+import asyncio
+
 
 def test_a_savepoint_needs_edit_access_to_every_dag_that_may_own_the_running_job(monkeypatch):
     """Run keys are ``<dag_id>.<task_id>.<run_id>``; DAG and task ids may hold dots, so every DAG whose id is
@@ -117,3 +119,15 @@ def test_a_user_who_may_read_some_dags_sees_only_the_jobs_they_name(monkeypatch)
         app._require_job_view("reader", 0, "orders")
     with pytest.raises(HTTPException, match="needs read access to DAGs"):
         app._require_view("stranger")
+
+    # A root's read errors (they name any DAG's jobs) show on a DAG's tab only to who reads every DAG.
+    async def overview():
+        return roots, [], ["job 'orders' cannot be read: PermissionError"]  # no row readable
+
+    monkeypatch.setattr(app, "_overview", overview)
+    monkeypatch.setattr(app, "_allowed", lambda user, method, dag_id: user == "admin" or dag_id is not None)
+    tab = lambda user: asyncio.run(app._named_jobs_page(user, "restore_automation", None, "../"))  # noqa: E731
+    assert "cannot be read" in tab("admin")
+    shown = tab("reader")
+    assert "No job named by DAG &#x27;restore_automation&#x27;" in shown and "(event-counts)" in shown
+    assert "cannot be read" not in shown and "orders" not in shown
