@@ -43,20 +43,38 @@ def rendered(value: Any, params: dict[str, Any]) -> str | None:
         return None
 
 
+# dag_id -> ((serialized row id, dag hash), the jobs it names): a page lists the jobs of every DAG a user may
+# read, and deserializing each DAG on every view costs more than the page; a new DAG version changes the key.
+_NAMED: dict[str, tuple[tuple[Any, str], list[NamedJob]]] = {}
+
+
 def named_jobs(dag_id: str, task_id: str | None = None) -> list[NamedJob]:
     """The jobs the DAG's provider tasks name (only task ``task_id``'s, when given), from its newest serialized
     version; empty when the DAG is unknown."""
     from airflow.models.serialized_dag import SerializedDagModel
+    from airflow.utils.session import create_session
 
-    model = SerializedDagModel.get(dag_id)
-    if model is None:
+    latest = SerializedDagModel.latest_item_select_object(dag_id)
+    with create_session() as session:
+        row = session.execute(latest.with_only_columns(SerializedDagModel.id, SerializedDagModel.dag_hash)).first()
+    if row is None:
+        _NAMED.pop(dag_id, None)
         return []
-    dag = model.dag
+    version = (row[0], row[1])
+    cached = _NAMED.get(dag_id)
+    if cached is None or cached[0] != version:
+        model = SerializedDagModel.get(dag_id)
+        if model is None:
+            return []
+        cached = ((model.id, model.dag_hash), _jobs_of(model.dag))
+        _NAMED[dag_id] = cached
+    return [job for job in cached[1] if task_id is None or job.task_id == task_id]
+
+
+def _jobs_of(dag: Any) -> list[NamedJob]:
     params = dag.params.dump() if dag.params else {}
     found = []
     for task in dag.tasks:
-        if task_id is not None and task.task_id != task_id:
-            continue
         if not str(getattr(task, "_task_module", "") or "").startswith(PROVIDER_MODULES):
             continue
         job_name = rendered(getattr(task, "job_name", None), params)

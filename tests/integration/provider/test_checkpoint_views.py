@@ -72,6 +72,51 @@ def test_a_dags_checkpoints_tab_lists_the_jobs_its_tasks_name(tmp_path):
     assert rows_of([NamedJob("t", "orders", "/not/configured")], rows, roots) == []
 
 
+CACHED_DAG = """
+from datetime import datetime
+
+from airflow.sdk import DAG
+
+from airflow_checkpoint_provider.sensors import CheckpointSensor
+
+with DAG(dag_id="tab_cache", schedule=None, start_date=datetime(2026, 1, 1)):
+    CheckpointSensor(task_id="watch", job_name="{job}", checkpoint_root="/data/checkpoints")
+"""
+
+
+def test_the_tab_reads_a_dag_once_per_version(tmp_path, monkeypatch):
+    """A page lists the jobs of every DAG a user may read: each DAG is deserialized once per version, and a
+    new version (the DAG file changed) is read again."""
+    from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
+    from airflow.models.dagbundle import DagBundleModel
+    from airflow.models.serialized_dag import SerializedDagModel
+    from airflow.utils.session import create_session
+
+    from airflow_checkpoint_provider.ui.dag_jobs import named_jobs
+
+    with create_session() as session:
+        session.merge(DagBundleModel(name="tab-cache-test"))
+    monkeypatch.setenv("AIRFLOW__CORE__MIN_SERIALIZED_DAG_UPDATE_INTERVAL", "0")  # a new version at once
+
+    def serialize(job: str) -> None:
+        dag_file = tmp_path / f"tab_cache_{job}.py"  # a new file: a module already imported is not read again
+        dag_file.write_text(CACHED_DAG.format(job=job))
+        sync_bag_to_db(DagBag(dag_folder=str(dag_file)), "tab-cache-test", None)
+
+    reads = []
+    real_get = SerializedDagModel.get.__func__
+    monkeypatch.setattr(
+        SerializedDagModel, "get", classmethod(lambda cls, *a, **k: reads.append(a) or real_get(cls, *a, **k))
+    )
+    serialize("orders")
+    assert [job.job_name for job in named_jobs("tab_cache")] == ["orders"]
+    assert [job.job_name for job in named_jobs("tab_cache", "watch")] == ["orders"]
+    assert len(reads) == 1, "the unchanged DAG was deserialized again"
+    serialize("payments")
+    assert [job.job_name for job in named_jobs("tab_cache")] == ["payments"], "a new version is read"
+    assert len(reads) == 2
+
+
 def _serialize_restore_automation() -> str:
     """Write the example DAG ``restore_automation`` to the database as the DAG processor does; its default root."""
     from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
