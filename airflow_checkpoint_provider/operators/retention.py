@@ -20,8 +20,9 @@ class CheckpointRetentionOperator(BaseOperator):
 
     Keeps the ``num_retained`` newest completed checkpoints and every shared file they reference. Savepoints
     go by ``savepoint_max_count`` / ``savepoint_max_age`` but the newest is always kept. Orphans (``chk-*``
-    folders without ``_metadata``, shared files nothing retained references) go only when older than
-    ``orphan_grace_period``, so a checkpoint the running job is writing right now is never touched.
+    and ``savepoints/*`` folders without ``_metadata``, which a killed checkpoint, savepoint or rescale leaves,
+    and shared files nothing retained references) go only when older than ``orphan_grace_period``, so a
+    checkpoint or savepoint being written right now is never touched.
 
     :param job_name: the job folder (templated).
     :param checkpoint_root: the checkpoint root (templated);
