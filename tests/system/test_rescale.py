@@ -71,7 +71,7 @@ def test_a_rescale_killed_half_way_leaves_the_source_and_a_rerun_runs_the_job_at
     assert (
         len(halves) == 1 and not (halves[0] / "_metadata").exists() and any(p.is_file() for p in halves[0].rglob("*"))
     )
-    with pytest.raises(CheckpointFormatError, match="is not a checkpoint folder .* or a savepoint folder"):
+    with pytest.raises(CheckpointFormatError, match="is an unfinished snapshot: the folder has files but no _metadata"):
         JobFolder(str(root), job).resolve_snapshot(str(halves[0]))
     listed = run_module(["list", "--job-name", job, "--checkpoint-root", str(root), "--json"])
     assert str(halves[0]) not in listed.stdout and source_url in listed.stdout
