@@ -1,6 +1,6 @@
 """Every benchmark, one command: ``.venv/bin/python -m benchmarks``.
 
-Runs, with the options the README's tables were measured with, ``benchmarks.run`` (overhead against plain Spark),
+Runs, with the options the docs' tables were measured with, ``benchmarks.run`` (overhead against plain Spark),
 ``benchmarks.state_size`` (checkpoint cost and restore time at 10 MB, 100 MB and 1 GB of state; on RocksDB; with
 the checkpoint root on S3), ``benchmarks.request_cost`` (requests on S3), ``benchmarks.retention_scale`` (10,000
 checkpoints), ``benchmarks.sensor_latency`` (real Airflow), ``benchmarks.page_latency`` (the checkpoint pages' cost
@@ -8,7 +8,7 @@ to the API server's other pages), and at the scale users run: ``benchmarks.run``
 checkpointing to local disk and to S3, ``benchmarks.scale`` (4 to 1,000 partitions on S3, file merging off and on),
 ``benchmarks.metadata_size`` (2,000 partitions, 1,000 checkpoints) and ``benchmarks.rescale`` (200 to 400
 partitions, 10 and 100 MB, on S3). Each prints its table and writes its JSON under ``benchmarks/``; then
-``benchmarks.report`` rewrites the tables in README.md and docs/ from those files. Run one alone for its options.
+``benchmarks.report`` rewrites the tables in README.md and docs/*.md from those files. Run one alone for its options.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """What the benchmarks' JSON files say: their figures, what follows from them, and each goal's verdict.
 
 Everything here reads ``benchmarks/*.json`` and computes (rates, ratios, dollars, verdicts); nothing formats.
-``benchmarks.report`` renders it as the README's tables. A goal is met only when every measured case meets it,
+``benchmarks.report`` renders it as the tables in README.md and docs/.
+A goal is met only when every measured case meets it,
 and a ratio goal only when the far end of its bootstrap 95 % interval does (``benchmarks.estimate``, the one
 estimator for every ratio).
 """
@@ -177,7 +178,7 @@ class Goal:
 
 
 def judge_goals() -> list[Goal]:
-    """Every goal, in the README's order, each met only when every measured case meets it."""
+    """Every goal, in the benchmarks page's order, each met only when every measured case meets it."""
     run = load("results.json")
     # State size cases as (store, size): local disk with HDFS-backed state, then RocksDB.
     stores = [("hdfs", s) for s in load("state_size.json")["sizes"]]

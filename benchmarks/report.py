@@ -111,7 +111,7 @@ def source(name: str, data: dict[str, Any], command: str) -> str:
 
 
 def _case(name: str) -> str:
-    """``stateful @ 10s`` as the README writes it: ``stateful @ 10 s``."""
+    """``stateful @ 10s`` as the tables write it: ``stateful @ 10 s``."""
     return re.sub(r"@ (\d+)s$", r"@ \1 s", name)
 
 
@@ -488,6 +488,18 @@ def goals() -> list[str]:
     ]
 
 
+def headline() -> list[str]:
+    """The README's short form of the goals table: each goal and its verdict, the figures left to the docs."""
+    judged = judge_goals()
+    met = sum(1 for goal in judged if goal.met)
+    return [
+        *table(["goal", "verdict"], [_goal_row(goal)[:2] for goal in judged], "ll"),
+        "",
+        f"{met} of {len(judged)} goals met, each judged by the far end of a bootstrap 95 % confidence interval of "
+        "paired runs against plain Spark; the figures are in [the benchmarks page](docs/benchmarks.md).",
+    ]
+
+
 def throughput_at_scale() -> list[str]:
     """Batches per minute at 200 partitions, ours against plain Spark (``benchmarks.run --partitions``)."""
     rows, sources = [], []
@@ -585,6 +597,7 @@ def metadata_size() -> list[str]:
 
 GENERATED: dict[str, Callable[[], list[str]]] = {
     "goals": goals,
+    "headline": headline,
     "request-cost": request_cost,
     "overhead": lambda: overhead("results.json", True),
     "overhead-cluster": lambda: overhead("results_cluster.json", False),

@@ -2,9 +2,13 @@
 # The main job: installs everything, migrates a local Airflow (SQLite), then runs the scheduled_streaming
 # example DAG twice with local Spark and prints where the checkpoints and output are.
 # --ui instead starts a local Airflow (API server, scheduler, DAG processor, triggerer) to try the UI;
-# --cluster runs the same demo on a Spark standalone cluster (scripts/spark-cluster.sh) and stops it after.
+# --cluster runs the same demo on a Spark standalone cluster (scripts/spark-cluster.sh) and stops it after;
+# --docs serves the documentation site on http://127.0.0.1:8000 (scripts/docs.sh serve).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = "--docs" ]; then
+    exec bash scripts/docs.sh serve
+fi
 bash scripts/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
 export CHECKPOINT_DEMO_HOME="$PWD/demo-output"

@@ -24,6 +24,11 @@ class CheckpointRetentionOperator(BaseOperator):
     and shared files nothing retained references) go only when older than ``orphan_grace_period``, so a
     checkpoint or savepoint being written right now is never touched.
 
+    Returns counts only (the XCom value stays small whatever the number of files): ``{"dry_run", "kept":
+    {"checkpoints": 3, ...}, "deleted": {"checkpoints": 2, "shared_files": 40, ...}, "bytes_freed",
+    "report_path"}``; the full report (every kept and deleted path) is stored at ``report_path``
+    (``<job>/_reports/retention-<run>.json``).
+
     :param job_name: the job folder (templated).
     :param checkpoint_root: the checkpoint root (templated);
         default: the Host of the ``storage_conn_id`` connection.
@@ -33,9 +38,6 @@ class CheckpointRetentionOperator(BaseOperator):
     :param orphan_grace_period: minimum age of an orphan before it is deleted (default ``1h``).
     :param dry_run: plan and report only.
     :param storage_conn_id: ``checkpoint_storage`` connection, if the storage needs credentials.
-    :return: counts only, small whatever the number of files: ``{"dry_run", "kept": {"checkpoints": 3, ...},
-        "deleted": {"checkpoints": 2, "shared_files": 40, ...}, "bytes_freed", "report_path"}``; the full report
-        (every kept and deleted path) is stored at ``report_path`` (``<job>/_reports/retention-<run>.json``).
     """
 
     template_fields: Sequence[str] = (

@@ -95,7 +95,7 @@ ON_KILL_SECONDS = 3.0
 class CheckpointedStreamingJobOperator(BaseOperator):
     """Run a Spark Structured Streaming job with Flink-style checkpoints (the runtime, via spark-submit).
 
-    Keyword arguments mirror the runtime's options in snake_case (see the README for each one's meaning
+    Keyword arguments mirror the runtime's options in snake_case (see docs/runtime.md for each one's meaning
     and default). Every retry restores from the latest checkpoint. Returns the run's report to XCom
     (``checkpoint_id``, ``checkpoint_path``, ``restored_from``, ``batches``, ``rows``, ``status`` and more; its
     size does not grow with the run's length) and pushes ``checkpoint_id`` and ``checkpoint_path`` as keys of
@@ -401,7 +401,7 @@ class RestoreFromCheckpointOperator(CheckpointedStreamingJobOperator):
 
     ``latest`` is passed to the runtime as it is and resolved there, once the run holds the job: a checkpoint
     completed in between is not skipped. A restore from an older checkpoint or a savepoint starts a new
-    history (see "Lineage" in the README); the runtime makes that durable before it sets any output aside.
+    history (see "Lineage" in docs/concepts.md); the runtime makes that durable before it sets any output aside.
 
     Fails with a clear message when the job has no checkpoint at all, unless ``allow_fresh_start=True``. When
     checkpoints exist but none is valid, the run always fails (the runtime exits 3 naming each damaged one):

@@ -3,7 +3,7 @@
 A combination runs the job over some input (a checkpoint per batch), lands more input and runs it again
 from latest: the output must be exactly right, the second run must have restored the first's state, and
 ``_metadata`` must record the operators and the state store. The default run covers each file layout and
-each operator family once; ``-m matrix`` runs every combination (see README).
+each operator family once; ``-m matrix`` runs every combination (see docs/reliability.md).
 """
 
 from __future__ import annotations

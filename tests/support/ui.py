@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-# Where screenshots go when they should land in the repository (the README shows them); a temporary folder
+# Where screenshots go when they should land in the repository (the docs show them); a temporary folder
 # otherwise, so a test run does not change the working tree.
 SCREENSHOTS_ENV = "UI_SCREENSHOTS"
 

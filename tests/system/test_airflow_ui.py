@@ -10,7 +10,7 @@ stops it with a savepoint, runs the new version from it and confirms its first c
 ``rescale_with_savepoint``, with another job's name and a new partition count typed into its form while that
 job runs on RocksDB, stops it with a savepoint, rescales it, runs it at the new count and confirms its first
 checkpoint. Screenshots of each form and of the succeeded grids go to ``$UI_SCREENSHOTS``
-(``docs/screenshots`` for the README).
+(``docs/screenshots`` for the docs).
 """
 
 from __future__ import annotations
