@@ -299,6 +299,6 @@ def load_sink(spec: str, storage_options: dict[str, Any] | None = None) -> Sink:
     if missing:
         raise SinkError(
             f"--sink {spec!r}: {class_name} lacks {', '.join(missing)}; a sink needs {', '.join(SINK_METHODS)} "
-            "(see the README's 'Sinks' section)"
+            "(see 'Sinks' in docs/runtime.md)"
         )
     return sink

@@ -147,7 +147,8 @@ class CompletedCheckpoints:
         return found
 
     def write_metadata(self, meta: CheckpointMetadata) -> str:
-        """Write ``chk-<N>/_metadata`` atomically (temporary file, then rename). Returns its path."""
+        """Write ``chk-<N>/_metadata`` in one step, never over an existing one (an exclusive create: a hard link of a
+        finished temporary file on disk, ``If-None-Match`` on S3). Returns its path."""
         return write_metadata_atomically(self.job.fs, self.path(meta.id), meta)
 
     def withdraw_metadata(self, checkpoint_id: int, run_id: str) -> None:
