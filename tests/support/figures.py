@@ -1,6 +1,6 @@
 """Reliability figures the suite collects as it runs; printed at the end and written to ``.cache/``.
 
-The README's reliability table comes from this output (``scripts/test.sh`` prints it last). Each pytest
+The reliability table of docs/reliability.md comes from this output (``scripts/test.sh`` prints it last). Each pytest
 process (xdist worker) saves its counts as a part; the process that prints the summary adds them up.
 """
 
@@ -60,3 +60,33 @@ def report() -> list[str]:
     if kills:
         lines.append("| kills by point | " + ", ".join(f"{p} {n}" for p, n in sorted(kills.items())) + " |")
     return lines
+
+
+PUBLISHED = OUTPUT.parents[1] / "benchmarks" / "reliability.json"
+# A run of the default suite records these; a run of a few tests would publish a partial table.
+EXPECTED = ("kills survived", "rows checked", "storage faults injected", "overlapping runs refused", "lease takeovers")
+
+
+def publish(source: Path = OUTPUT) -> Path:
+    """Copy a whole run's figures into ``benchmarks/reliability.json`` with where they were measured, for the
+    reliability table of ``docs/reliability.md`` (``python -m benchmarks.report`` renders it)."""
+    from benchmarks.provenance import write_result
+
+    data = json.loads(source.read_text())
+    missing = [name for name in EXPECTED if name not in data["figures"]]
+    if missing:
+        raise SystemExit(f"{source} lacks {', '.join(missing)}: publish the figures of a whole default run")
+    write_result(PUBLISHED, {"command": "CI=true bash .ci/run", **data})
+    return PUBLISHED
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m tests.support.figures", description=__doc__.splitlines()[0])
+    parser.add_argument("--publish", action="store_true", help="copy the last whole run's figures into benchmarks/")
+    parser.add_argument("--source", type=Path, default=OUTPUT, help="the figures to publish (default: .cache/)")
+    args = parser.parse_args()
+    if not args.publish:
+        parser.error("nothing to do: pass --publish")
+    print(publish(args.source))
