@@ -91,7 +91,7 @@ class StopStreamingJobOperator(BaseOperator):
             stop_timeout = to_seconds(self.stop_timeout, name="stop_timeout")
             kill_timeout = to_seconds(self.kill_timeout, name="kill_timeout")
             poll_interval = to_seconds(self.poll_interval, name="poll_interval")
-            since = parse_instant_ms(self.started_after)
+            since = parse_instant_ms(self.started_after, "started_after")
         hook = CheckpointStorageHook(self.storage_conn_id)
         storage = hook.storage(hook.root(self.checkpoint_root), self.job_name)
         control, lease = ControlChannel(storage), LeaseFiles(storage)

@@ -25,18 +25,19 @@ def push_checkpoint_keys(context: Context, report: dict[str, Any]) -> dict[str, 
     return report
 
 
-def parse_checkpoint_id(value: Any) -> int | None:
-    """``newer_than`` after templating: an id, or nothing ("", "None", None)."""
+def parse_checkpoint_id(value: Any, name: str = "newer_than") -> int | None:
+    """A checkpoint id argument (``name``) after templating: an id, or nothing ("", "None", None)."""
     if value is None or str(value).strip() in ("", "None", "null"):
         return None
     try:
         return int(str(value).strip())
     except ValueError:
-        raise AirflowFailException(f"newer_than {value!r} is not a checkpoint id (a whole number)") from None
+        raise AirflowFailException(f"{name} {value!r} is not a checkpoint id (a whole number)") from None
 
 
-def parse_instant_ms(value: Any) -> int | None:
-    """``completed_after`` after templating: a datetime or an ISO-8601 string, as epoch ms; nothing gives None.
+def parse_instant_ms(value: Any, name: str = "completed_after") -> int | None:
+    """A moment argument (``name``) after templating: a datetime or an ISO-8601 string, as epoch ms; nothing
+    gives None.
 
     A time without a zone is taken as UTC (Airflow's dates are UTC).
     """
@@ -47,7 +48,7 @@ def parse_instant_ms(value: Any) -> int | None:
             value = datetime.fromisoformat(str(value).strip())
         except ValueError:
             raise AirflowFailException(
-                f"completed_after {value!r} is not a date and time (ISO 8601, e.g. '{{{{ dag_run.start_date }}}}')"
+                f"{name} {value!r} is not a date and time (ISO 8601, e.g. '{{{{ dag_run.start_date }}}}')"
             ) from None
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
@@ -101,7 +102,7 @@ class CheckpointSensor(BaseSensorOperator):
         self.deferrable = deferrable
 
     def _newer_than(self) -> int | None:
-        newer, least = parse_checkpoint_id(self.newer_than), parse_checkpoint_id(self.at_least)
+        newer, least = parse_checkpoint_id(self.newer_than), parse_checkpoint_id(self.at_least, "at_least")
         if newer is not None and least is not None:
             raise AirflowFailException(f"give newer_than ({newer}) or at_least ({least}), not both")
         return least - 1 if least is not None else newer

@@ -148,7 +148,7 @@ class RunningJobHealthSensor(CheckpointHealthSensor):
         self._epoch: int | None = None
 
     def _started_after_ms(self) -> int:
-        started = parse_instant_ms(self.started_after)
+        started = parse_instant_ms(self.started_after, "started_after")
         if started is None:
             raise AirflowFailException("started_after is required, e.g. '{{ dag_run.start_date }}'")
         return started

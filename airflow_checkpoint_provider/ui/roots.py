@@ -7,8 +7,11 @@ id of the connection that reaches it (``s3://bucket/ck|aws_default``). Set it in
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from urllib.parse import quote
+
+log = logging.getLogger(__name__)
 
 SECTION = "checkpoint_provider"
 
@@ -54,11 +57,17 @@ def root_index_of(checkpoint_root: str, roots: list[ConfiguredRoot]) -> int | No
 def job_page_url(checkpoint_root: str, job_name: str) -> str | None:
     """The URL of the job's checkpoint page, when its root is one the pages show (else None).
 
-    Absolute with ``[api] base_url``, else a path on the API server (the UI opens it in the same tab).
+    Absolute with ``[api] base_url``, else a path on the API server (the UI opens it in the same tab). A
+    malformed ``roots`` setting is logged and gives None: it breaks the pages, never the job task making a link.
     """
     from airflow.providers.common.compat.sdk import conf
 
-    index = root_index_of(checkpoint_root, configured_roots())
+    try:
+        roots = configured_roots()
+    except ValueError as e:
+        log.warning("no link to the checkpoint page: %s", e)
+        return None
+    index = root_index_of(checkpoint_root, roots)
     if index is None:
         return None
     base = conf.get("api", "base_url", fallback="").rstrip("/")

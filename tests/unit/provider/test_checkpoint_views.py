@@ -101,6 +101,14 @@ def test_the_history_link_names_the_job_page_when_its_root_is_configured(tmp_pat
     assert job_page_url("/not/configured", "orders") is None
 
 
+def test_a_malformed_roots_setting_costs_the_link_not_the_job_task(tmp_path: Path, monkeypatch, caplog):
+    from airflow_checkpoint_provider.ui.roots import job_page_url
+
+    monkeypatch.setenv("AIRFLOW__CHECKPOINT_PROVIDER__ROOTS", f"{tmp_path}|")
+    assert job_page_url(str(tmp_path), "orders") is None
+    assert "is not 'ROOT' or 'ROOT|CONNECTION_ID'" in caplog.text
+
+
 def test_no_credential_reaches_a_page_its_json_or_an_error_line(monkeypatch):
     """Secrets fed through every way a page renders text: the root URL's user info, the connection's Login,
     Password and extra, checkpoint and savepoint paths, damage reasons, a live run, and a root whose listing

@@ -23,6 +23,21 @@ def test_completed_after_refuses_what_is_not_a_moment():
         parse_instant_ms("yesterday")
 
 
+def test_a_bad_argument_is_named_as_the_dag_author_wrote_it():
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from airflow_checkpoint_provider.sensors import CheckpointSensor, RunningJobHealthSensor
+
+    sensor = CheckpointSensor(task_id="confirm", job_name="orders", checkpoint_root="/ck", at_least="chk-3")
+    with pytest.raises(AirflowFailException, match=r"^at_least 'chk-3' is not a checkpoint id"):
+        sensor._newer_than()
+    watch = RunningJobHealthSensor(
+        task_id="watch", job_name="orders", checkpoint_root="/ck", started_after="yesterday", checkpoint_interval=30
+    )
+    with pytest.raises(AirflowFailException, match=r"^started_after 'yesterday' is not a date and time"):
+        watch._started_after_ms()
+
+
 def test_checkpoint_trigger_fires_only_for_a_checkpoint_completed_after_the_moment(tmp_path: Path):
     """The trigger as the triggerer runs it: in an event loop, storage read in threads, real files."""
     import asyncio
