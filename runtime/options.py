@@ -266,8 +266,17 @@ def options_from_mapping(values: dict[str, Any]) -> JobOptions:
     _check_references(options)
     if options.checkpoint_timeout <= 0:
         raise OptionsError("--checkpoint-timeout must be greater than 0")
+    # A bare number is milliseconds (Flink's rule): "--stop-timeout 60" would be 60 ms and never stop gracefully.
     if options.lease_timeout < 1:
-        raise OptionsError("--lease-timeout must be at least 1s: runs renew the lease several times within it")
+        raise OptionsError(
+            "--lease-timeout must be at least 1s: runs renew the lease several times within it (a bare number is "
+            "milliseconds: write 30s)"
+        )
+    if options.stop_timeout < 1:
+        raise OptionsError(
+            "--stop-timeout must be at least 1s: a graceful stop finishes the batch in flight and a checkpoint (a "
+            "bare number is milliseconds: write 60s)"
+        )
     if options.checkpoint_interval <= 0:
         raise OptionsError("--checkpoint-interval must be greater than 0 (e.g. 10s)")
     return options

@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 # Runs before Spark's own hook manager (registered with Hadoop's at priority 40, FileSystem's + 30).
 HOOK_PRIORITY = 100
 EXIT_STOP_TIMEOUT = EXIT_JOB_FAILED
+RECORD_SECONDS = 5.0  # how long a timed-out stop waits for its run report before the process ends
 
 
 class _JvmHook:
@@ -51,13 +52,18 @@ class _JvmHook:
 class GracefulStop:
     """Turns SIGTERM/SIGINT (to the driver, the JVM, or both) into one graceful stop within ``timeout`` seconds.
 
-    ``request_stop`` is the job's own "finish the batch, checkpoint, commit" request. Call ``install`` once
-    the SparkSession exists and ``finished(code)`` when the run's outcome is known; ``uninstall`` at the end.
+    ``request_stop`` is the job's own "finish the batch, checkpoint, commit" request. ``on_timeout`` records the
+    outcome when the stop outlasts ``timeout`` (the run report a supervisor reads), given a few seconds before
+    the process ends. Call ``install`` once the SparkSession exists and ``finished(code)`` when the run's
+    outcome is known; ``uninstall`` at the end.
     """
 
-    def __init__(self, request_stop: Callable[[], None], timeout: float):
+    def __init__(
+        self, request_stop: Callable[[], None], timeout: float, on_timeout: Callable[[str], None] | None = None
+    ):
         self.request_stop = request_stop
         self.timeout = timeout
+        self.on_timeout = on_timeout
         self._done = threading.Event()
         self._code = EXIT_STOP_TIMEOUT
         self._asked = threading.Event()
@@ -116,7 +122,8 @@ class GracefulStop:
         log.info("the JVM is shutting down (a signal to spark-submit): stopping gracefully first")
         self._stop()
         if not self._done.wait(self.timeout + 5):
-            log.error("the job did not stop within --stop-timeout %ss", self.timeout)
+            log.error("the job did not stop within --stop-timeout %gs", self.timeout)
+            self._record_timeout()
         self._halt(self._code if self._done.is_set() else EXIT_STOP_TIMEOUT)
 
     def _stop(self) -> None:
@@ -130,12 +137,32 @@ class GracefulStop:
         if self._done.wait(self.timeout):
             return
         log.error(
-            "the job did not stop within --stop-timeout %ss; exiting with %d. Nothing after the last completed "
+            "the job did not stop within --stop-timeout %gs; exiting with %d. Nothing after the last completed "
             "checkpoint was published; the next run restores from it",
             self.timeout,
             EXIT_STOP_TIMEOUT,
         )
+        self._record_timeout()
         self._halt(EXIT_STOP_TIMEOUT)
+
+    def _record_timeout(self) -> None:
+        """Let ``on_timeout`` write down why the run ends, waiting at most ``RECORD_SECONDS`` (storage may hang)."""
+        if self.on_timeout is None:
+            return
+        reason = (
+            f"the job did not stop within --stop-timeout {self.timeout:g}s; nothing after the last completed "
+            "checkpoint was published, and the next run restores from it"
+        )
+
+        def record() -> None:
+            try:
+                self.on_timeout(reason)
+            except Exception:  # the process ends anyway; the supervisor then sees no report
+                log.warning("could not record the stop timeout", exc_info=True)
+
+        recorder = threading.Thread(target=record, name="stop-timeout-report", daemon=True)
+        recorder.start()
+        recorder.join(RECORD_SECONDS)
 
     def _halt(self, code: int) -> None:
         for handler in logging.getLogger().handlers:

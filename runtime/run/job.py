@@ -40,7 +40,8 @@ class StreamingJob:
         self._spark = spark
         self.run_id = f"{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
         self.state = RunState(self.run_id)
-        self.graceful = GracefulStop(self.request_stop, options.stop_timeout)
+        self.graceful = GracefulStop(self.request_stop, options.stop_timeout, on_timeout=self._report_stop_timeout)
+        self._control: ControlChannel | None = None  # with --run-key: where the run's outcome is reported
 
     def request_stop(self, *_: Any) -> None:
         """Ask for a graceful stop: finish the batch in flight, checkpoint, commit, exit."""
@@ -53,7 +54,7 @@ class StreamingJob:
         try:
             if not opts.run_key:
                 return self._run(storage)
-            control = ControlChannel(storage)
+            control = self._control = ControlChannel(storage)
             try:
                 result = self._run(storage)
             except Exception as exc:
@@ -63,6 +64,14 @@ class StreamingJob:
             return result
         finally:
             self.graceful.uninstall()
+
+    def _report_stop_timeout(self, reason: str) -> None:
+        """A stop outlasted --stop-timeout and the process is about to end: report why, so a supervisor reading
+        the run report does not take the exit for a kill or a crash."""
+        if self._control is not None and self.options.run_key:
+            self._control.write_run_report(
+                self.options.run_key, {"status": "failed", "error": reason, "run_id": self.run_id}
+            )
 
     def _run(self, storage: JobFolder) -> dict[str, Any]:
         opts = self.options

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from spark_checkpoint_runtime.layout import ControlChannel, JobFolder
 from tests.support.helpers import (
     Landing,
     completed_checkpoints,
@@ -113,7 +114,7 @@ def test_a_stop_that_outlasts_the_stop_timeout_exits_non_zero_and_publishes_noth
         checkpoint_interval="1ms",
         stop_timeout="3s",
     )
-    process = spark_submit([*base, "--conf", "spark.example.slowMsPerRow=4000"], log)
+    process = spark_submit([*base, "--conf", "spark.example.slowMsPerRow=4000", "--run-key", "slow-try-1"], log)
     # The first checkpoint publishes the first file's 4 rows right after its _metadata: wait for both.
     wait_for(lambda: completed_checkpoints(root, "slow") and len(published_rows(output)) == 4, 240, "chk 1", process)
     published_before = sorted(row["id"] for row in published_rows(output))
@@ -123,7 +124,10 @@ def test_a_stop_that_outlasts_the_stop_timeout_exits_non_zero_and_publishes_noth
     os.kill(process.pid, signal.SIGTERM)
     assert process.wait(timeout=60) == 1, log.read_text(errors="replace")[-3000:]
     assert time.monotonic() - started < 20, "the runtime's own deadline ended the run"
-    assert "did not stop within --stop-timeout 3" in log.read_text(errors="replace")
+    assert "did not stop within --stop-timeout 3s" in log.read_text(errors="replace")
+    # The run report says why (an Airflow task reads it; without it the exit looks like a kill or a crash).
+    report = ControlChannel(JobFolder(str(root), "slow")).run_report("slow-try-1")
+    assert report and report["status"] == "failed" and "did not stop within --stop-timeout 3s" in report["error"]
     assert sorted(row["id"] for row in published_rows(output)) == published_before, "nothing more published"
     drain = [a if a != "continuous" else "available-now" for a in base]
     assert spark_submit(drain, log).wait(timeout=300) == 0, log.read_text(errors="replace")[-3000:]

@@ -32,6 +32,7 @@ def _assert_refused(result, expected: str, code: int = 2) -> None:
         (["--job-name", "a/b"], "job name 'a/b' is not allowed"),
         (["--job-name", ".."], "job name '..' is not allowed"),
         (["--job-name", "../escape"], "is not allowed"),
+        (["--stop-timeout", "60"], "--stop-timeout must be at least 1s"),
     ],
 )
 def test_bad_options_exit_2_without_touching_the_root(tmp_path: Path, landing: Landing, change, expected):
