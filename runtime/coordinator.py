@@ -329,7 +329,10 @@ class CheckpointCoordinator:
         """On the upload thread: reserve the id in the job's id record, then upload (ids are never reused)."""
         self.fence.check(f"reserving id {snapshot_id}")
         if not self.storage.ids.reserve(snapshot_id, kind=target.kind, run_id=self.run_id, target=target.location):
-            raise IdTaken(f"id {snapshot_id} is reserved already in {self.storage.location}; the next one is tried")
+            raise IdTaken(
+                f"id {snapshot_id} is reserved already in {self.storage.location} (another run took it); this "
+                "snapshot fails, counting against --tolerable-failed-checkpoints, and the next one takes a higher id"
+            )
         self._reserved.append(snapshot_id)
         if len(self._reserved) > KEEP_RECORDS:
             # The highest record alone sets the next id: this run's older ones go, one per snapshot.

@@ -81,8 +81,8 @@ def source_snapshot(storage: JobFolder, source: str) -> ValidCheckpoint:
     if choice == "latest":
         return snapshot_for(storage, None, None)
     if choice.startswith("chk-") and choice[4:].isdigit():
-        return snapshot_for(storage, int(choice[4:]), None)
-    return snapshot_for(storage, None, choice)
+        return snapshot_for(storage, int(choice[4:]), None, "--from")
+    return snapshot_for(storage, None, choice, "--from")
 
 
 def check_rescalable(source: ValidCheckpoint, partitions: int) -> int:

@@ -215,7 +215,8 @@ def apply_externalized_retention(storage: JobFolder, policy: str, outcome: str) 
     storage.checkpoints.discard(ids)
     storage.delete_job_files(list(storage.checkpoints.shared_files()))
     log.warning(
-        "--externalized-retention %s: the run %s, so checkpoints %s were deleted; the next run starts fresh",
+        "--externalized-retention %s: the run %s, so checkpoints %s were deleted; a next run restores a savepoint "
+        "or starts fresh with --restore-from none ('latest' is refused: the job had checkpoints)",
         policy,
         outcome,
         ", ".join(f"chk-{i}" for i in ids) or "(none)",

@@ -73,12 +73,16 @@ class PartitionSummary:
     bytes: int
 
 
-def snapshot_for(storage: JobFolder, checkpoint_id: int | None, savepoint: str | None) -> ValidCheckpoint:
-    """The validated snapshot the options name (the newest valid checkpoint by default)."""
+def snapshot_for(
+    storage: JobFolder, checkpoint_id: int | None, savepoint: str | None, option: str | None = None
+) -> ValidCheckpoint:
+    """The validated snapshot the options name (the newest valid checkpoint by default); ``option`` names the
+    command's option in an error (default: ``--savepoint`` or ``--checkpoint-id``, whichever was given)."""
+    option = option or ("--savepoint" if savepoint is not None else "--checkpoint-id")
     if savepoint is not None:
         name_only = "/" not in savepoint and ":" not in savepoint
         location = storage.url_of(storage.savepoints.path(savepoint)) if name_only else savepoint
-        return storage.resolve_snapshot(location)
+        return storage.resolve_snapshot(location, option)
     if checkpoint_id is not None:
         ids = storage.checkpoints.ids()
         if checkpoint_id not in ids:
@@ -86,7 +90,7 @@ def snapshot_for(storage: JobFolder, checkpoint_id: int | None, savepoint: str |
             raise CheckpointFormatError(
                 f"{storage.location} has no chk-{checkpoint_id} (retention may have deleted it); it has: {kept}"
             )
-        return storage.resolve_snapshot(storage.url_of(storage.checkpoints.path(checkpoint_id)))
+        return storage.resolve_snapshot(storage.url_of(storage.checkpoints.path(checkpoint_id)), option)
     found = storage.checkpoints.latest_valid()
     if found is None:
         raise CheckpointFormatError(f"{storage.location} has no checkpoint: there is no state to read")

@@ -124,17 +124,17 @@ class JobFolder:
         attempts = [i for i in folders if i not in strays]
         return max([known, *attempts]) + 1
 
-    def resolve_snapshot(self, location: str) -> ValidCheckpoint:
-        """Resolve a user-given restore path and validate what is there.
+    def resolve_snapshot(self, location: str, option: str = "--restore-from") -> ValidCheckpoint:
+        """Resolve a user-given snapshot path and validate what is there.
 
         A savepoint (folder or its ``_metadata``) may be anywhere: it is self-contained. A checkpoint must be
         one of this job's ``chk-<N>`` folders inside the checkpoint root: its shared files live beside it.
-        Anything else is refused with a message saying what was given and what would work.
+        Anything else is refused with a message saying what was given (as ``option``) and what would work.
         """
-        savepoint = SavepointFolder.probe(location, self.storage_options)
+        savepoint = SavepointFolder.probe(location, self.storage_options, option)
         if savepoint is not None:
             return savepoint.validate()
-        self._refuse_unfinished(location)
+        self._refuse_unfinished(location, option)
         protocol, _ = split_protocol(location)
         own = self.fs.protocol if isinstance(self.fs.protocol, tuple | list) else (self.fs.protocol,)
         same_storage = (protocol or "file") in own
@@ -143,23 +143,23 @@ class JobFolder:
             path = posixpath.dirname(path)
         if not same_storage or not is_inside(path, self.job_path):
             raise CheckpointFormatError(
-                f"--restore-from {location!r} is outside {self.location} ({self.url_of(self.job_path)}) and is "
+                f"{option} {location!r} is outside {self.location} ({self.url_of(self.job_path)}) and is "
                 "not a savepoint; pass one of this job's chk-<N> folders, a savepoint folder, 'latest' or 'none'"
             )
         relative = posixpath.relpath(path, self.job_path)
         checkpoint_id = parse_checkpoint_dir_name(relative)
         if checkpoint_id is None:
             raise CheckpointFormatError(
-                f"--restore-from {location!r} is not a checkpoint folder of job {self.job_name!r}: "
+                f"{option} {location!r} is not a checkpoint folder of job {self.job_name!r}: "
                 f"expected {self.url_of(self.job_path)}/chk-<N> or a savepoint folder"
             )
         try:
             meta = self.checkpoints.validate(checkpoint_id)
         except DamagedCheckpoint as exc:
-            raise CheckpointFormatError(f"--restore-from {location!r} cannot be used: {exc.reason}") from None
+            raise CheckpointFormatError(f"{option} {location!r} cannot be used: {exc.reason}") from None
         return ValidCheckpoint(meta, path, self.fs, self.job_path)
 
-    def _refuse_unfinished(self, location: str) -> None:
+    def _refuse_unfinished(self, location: str, option: str) -> None:
         """Name a folder without ``_metadata`` for what it is, rather than "not a checkpoint folder"."""
         try:
             folder = SavepointFolder(location, self.storage_options)
@@ -168,7 +168,7 @@ class JobFolder:
             return
         if unfinished:
             raise CheckpointFormatError(
-                f"--restore-from {location!r} is an unfinished snapshot: the folder has files but no _metadata "
+                f"{option} {location!r} is an unfinished snapshot: the folder has files but no _metadata "
                 "(written last), so whatever wrote it stopped before it completed. Pass a completed savepoint "
                 "or chk-<N> folder ('list' shows them) or 'latest'. Inside the job folder, retention deletes it once "
                 "the orphan grace has passed"

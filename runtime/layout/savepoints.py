@@ -58,8 +58,11 @@ class SavepointFolder:
         return self.fs.unstrip_protocol(self.path)
 
     @classmethod
-    def probe(cls, location: str, storage_options: dict[str, Any] | None = None) -> SavepointFolder | None:
-        """The savepoint at ``location``, or None if ``_metadata`` there is missing or not a savepoint's."""
+    def probe(
+        cls, location: str, storage_options: dict[str, Any] | None = None, option: str = "--restore-from"
+    ) -> SavepointFolder | None:
+        """The savepoint at ``location``, or None if ``_metadata`` there is missing or not a savepoint's
+        (``option`` names where the location came from in an error)."""
         try:
             folder = cls(location, storage_options)
         except CheckpointFormatError:
@@ -72,9 +75,7 @@ class SavepointFolder:
         except UntrustedJson:
             return None  # not a savepoint's _metadata: the caller says what else would work
         except Exception as exc:  # unreachable storage or missing credentials: say so, do not guess
-            raise CheckpointFormatError(
-                f"--restore-from {location!r} cannot be read: {type(exc).__name__}: {exc}"
-            ) from None
+            raise CheckpointFormatError(f"{option} {location!r} cannot be read: {type(exc).__name__}: {exc}") from None
         return folder if data.get("kind") == "savepoint" else None
 
     def file_path(self, relative: str) -> str:

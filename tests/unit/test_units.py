@@ -167,6 +167,17 @@ def test_restore_paths_must_be_this_jobs_checkpoints(tmp_path: Path):
     ):
         with pytest.raises(CheckpointFormatError, match=message):
             storage.resolve_snapshot(bad)
+    # The message names the option the path came in by: rescale's --from, the state command's --savepoint.
+    from spark_checkpoint_runtime.rescale import source_snapshot
+    from spark_checkpoint_runtime.state_inspection import snapshot_for
+
+    half = str(tmp_path / "copied-half")
+    with pytest.raises(CheckpointFormatError, match=r"^--from '.*copied-half' is an unfinished snapshot"):
+        source_snapshot(storage, half)
+    with pytest.raises(CheckpointFormatError, match=r"^--savepoint '.*copied-half' is an unfinished snapshot"):
+        snapshot_for(storage, None, half)
+    with pytest.raises(CheckpointFormatError, match=r"^--restore-from '.*copied-half' is an unfinished snapshot"):
+        storage.resolve_snapshot(half)
 
 
 def _listing(batch: int, deltas: range, snapshots=(), extra=None) -> dict[str, int]:
