@@ -117,7 +117,7 @@ class CheckpointedStreamingJobOperator(BaseOperator):
     :param working_dir: where Spark keeps its own checkpoint folder between our checkpoints (templated). On a
         cluster it must be one folder the driver and every executor share (NFS, a volume every worker mounts);
         default: a private temporary folder on the driver's host, which only local mode can use.
-    :param restore_from: ``latest`` (default), ``none`` or a ``chk-N`` path (templated).
+    :param restore_from: ``latest`` (default), ``none``, a ``chk-N`` path of this job or a savepoint folder (templated).
     :param conn_id: Spark connection (default ``spark_default``; templated); it must exist. Its
         ``spark-binary`` extra picks the spark-submit on the worker's PATH, and so the Spark version the job
         runs on: to move a job to another Spark, restart it from a savepoint with that Spark's connection.
