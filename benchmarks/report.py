@@ -500,6 +500,50 @@ def headline() -> list[str]:
     ]
 
 
+# The reliability figures a whole default run records (tests/support/figures.py), in the order a reader asks.
+RELIABILITY_ROWS = {
+    "kills survived": "kills survived (SIGKILL of the whole process group, each followed by a restore)",
+    "kills in the state-store chains": "… of them in the state-store chains (each layout of Spark's two stores)",
+    "kills in the rewind chains": "… of them in the rewind chains (restores from an older checkpoint or a savepoint)",
+    "storage faults injected": "storage faults injected (write, rename, delete errors; slow writes)",
+    "overlapping runs refused": "overlapping runs refused (exit 4, holder named)",
+    "lease takeovers": "lease takeovers of a frozen run (which then wrote nothing)",
+    "rows checked": "rows checked",
+    "rows lost": "rows lost",
+    "rows duplicated (exactly-once)": "rows duplicated, exactly-once",
+    "rows duplicated (at-least-once, allowed)": "rows duplicated, at-least-once (allowed)",
+}
+SOAK_COLUMNS = {
+    "job_files": "job folder files",
+    "job_bytes": "job folder bytes",
+    "leftover_files": "leftover files (no retained checkpoint needs them)",
+    "sink_bookkeeping_files": "sink bookkeeping files",
+    "working_folders": "working folders",
+}
+RELIABILITY_COMMAND = "CI=true bash .ci/run; python -m tests.support.figures --publish"
+
+
+def reliability() -> list[str]:
+    """What one whole run of the default suite survived and checked (``benchmarks/reliability.json``)."""
+    data = load("reliability.json")
+    figures, kills = data["figures"], data["kills_by_point"]
+    rows = [[label, num(figures[key])] for key, label in RELIABILITY_ROWS.items() if key in figures]
+    rows.insert(1, ["… by point", ", ".join(f"{point} {n}" for point, n in sorted(kills.items()))])
+    return [*table(["figure", "count"], rows), "", source("reliability.json", data, RELIABILITY_COMMAND)]
+
+
+def soak() -> list[str]:
+    """The soak's job folder halfway and at the end (``tests/system/test_soak.py``, in the same run)."""
+    data = load("reliability.json")
+    figures = data["figures"]
+    runs = figures["soak runs"]
+    rows = [
+        [f"run {runs // 2 if moment == 'half' else runs}", *(num(figures[f"soak {moment}: {k}"]) for k in SOAK_COLUMNS)]
+        for moment in ("half", "end")
+    ]
+    return [*table(["after", *SOAK_COLUMNS.values()], rows), "", source("reliability.json", data, RELIABILITY_COMMAND)]
+
+
 def throughput_at_scale() -> list[str]:
     """Batches per minute at 200 partitions, ours against plain Spark (``benchmarks.run --partitions``)."""
     rows, sources = [], []
@@ -598,6 +642,8 @@ def metadata_size() -> list[str]:
 GENERATED: dict[str, Callable[[], list[str]]] = {
     "goals": goals,
     "headline": headline,
+    "reliability": reliability,
+    "soak": soak,
     "request-cost": request_cost,
     "overhead": lambda: overhead("results.json", True),
     "overhead-cluster": lambda: overhead("results_cluster.json", False),

@@ -16,9 +16,12 @@ OUTPUT = Path(__file__).resolve().parents[2] / ".cache" / "reliability-figures.j
 PARTS = OUTPUT.parent / "reliability-figures.parts"
 
 
-def record_kill(point: str) -> None:
+def record_kill(point: str, group: str | None = None) -> None:
+    """One SIGKILL survived at ``point``; ``group`` also counts it for a family of chains ("rewind chains")."""
     FIGURES["kills survived"] += 1
     KILLS_BY_POINT[point] += 1
+    if group:
+        FIGURES[f"kills in the {group}"] += 1
 
 
 def record_rows(checked: int, lost: int, duplicated: int, mode: str) -> None:

@@ -44,13 +44,15 @@ def run_chain(
     spark_conf: list[str] = (),
     master: str = "local[2]",
     spark_submit_path: Path | None = None,
+    figure_group: str | None = None,
     **extra: str,
 ) -> Path:
     """Run ``job`` once per entry of ``plan`` (a fault point like ``upload@2``, or RANDOM), each killed.
 
     ``extra`` may move the checkpoint root (``checkpoint_root="s3://..."``); ``storage_options`` go to the
     runtime in a spec file, as the provider sends them; ``spark_conf`` adds ``--conf`` options; ``master``
-    is the Spark master spark-submit runs the job on; ``spark_submit_path`` another Spark's spark-submit.
+    is the Spark master spark-submit runs the job on; ``spark_submit_path`` another Spark's spark-submit;
+    ``figure_group`` counts the kills for a family of chains in the reliability figures.
     """
     root, work, output, log = tmp_path / "root", tmp_path / "work", tmp_path / "out", tmp_path / "job.log"
     settings = {"sink": f"parquet:{output}", "trigger": "continuous", "batch_interval": "200ms", "num_retained": "2"}
@@ -98,7 +100,7 @@ def run_chain(
         if point != RANDOM:
             fired = record.read_text() if record.exists() else ""
             assert f"fault injection: SIGKILL at {point}" in fired, f"run {number} died, but not at {point}"
-        figures.record_kill(point.split("@")[0])
+        figures.record_kill(point.split("@")[0], figure_group)
 
     drain = [a if a != "continuous" else "available-now" for a in args]
     drain += ["--conf", "spark.example.maxFilesPerTrigger=25"]  # the leftover backlog in a few batches
@@ -184,6 +186,9 @@ def _drive(process, log: Path, landing: Landing, *, until=None, kill_delay: floa
     return process.wait(timeout=60)
 
 
+REWINDS = "rewind chains"  # restores from an older checkpoint or a relocated savepoint, killed at each step
+
+
 def _valid_ids(storage: JobFolder) -> list[int]:
     return sorted(i for i, result in storage.checkpoints.iter_valid() if not isinstance(result, Exception))
 
@@ -197,7 +202,7 @@ def _run_killed(args, log, landing, tmp_path, point: str, number: int, *, until=
     if point != REWIND_STARTED:
         fired = record.read_text() if record.exists() else ""
         assert f"fault injection: SIGKILL at {point}" in fired, f"run {number} died, but not at {point}"
-    figures.record_kill(point.split("@")[0])
+    figures.record_kill(point.split("@")[0], REWINDS)
 
 
 def _assert_exactly_once(output: Path, landing: Landing) -> None:
@@ -238,7 +243,7 @@ def test_a_rewind_killed_at_every_step_of_its_restore_keeps_exactly_once(tmp_pat
 
     # A history with several checkpoints and published output after each.
     _drive(spark_submit(args, log), log, landing, until=lambda: newest() >= 5)
-    figures.record_kill("random")
+    figures.record_kill("random", REWINDS)
     plan = ["before-metadata@1", "rollback@1", REWIND_STARTED, "sink-commit@1", REWIND_STARTED]
     for number, point in enumerate(plan):
         before = newest()
@@ -255,7 +260,7 @@ def test_a_rewind_killed_at_every_step_of_its_restore_keeps_exactly_once(tmp_pat
             assert not latest.history.contains(before), "the abandoned branch is outside the new history"
         # Between rewinds, a run from latest adds to whichever history is current.
         _drive(spark_submit(args, log), log, landing, until=lambda b=newest(): newest() >= b + 2)
-        figures.record_kill("random")
+        figures.record_kill("random", REWINDS)
     _drain(args, log)
     text = log.read_text(errors="replace")
     assert "is not in the restored history" in text, "some rewind set published output aside"
@@ -294,7 +299,7 @@ def test_a_relocated_savepoint_with_a_larger_id_restored_twice_keeps_exactly_onc
         return "id" in state and max(_valid_ids(first), default=0) >= state["id"] + 3
 
     _drive(process, log, landing, until=savepoint_then_more)
-    figures.record_kill("random")
+    figures.record_kill("random", REWINDS)
     relocated = tmp_path / "moved" / "savepoint"
     original = state["path"].removeprefix("file://")
     shutil.copytree(original, relocated)

@@ -50,6 +50,7 @@ def test_killed_twice_and_restored_from_latest_the_output_is_exact(tmp_path: Pat
         spark_conf=store_args(store),
         pipeline=f"examples.pipelines:{family.pipeline}",
         output_mode=family.output_mode,
+        figure_group="state-store chains",
     )
     problems = family.check(output, landing)
     assert not problems, f"{store} x {family_name} (seed {SEED}): {problems[:10]}"
