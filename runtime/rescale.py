@@ -5,12 +5,13 @@
 
 A stateful query's partition count (``spark.sql.shuffle.partitions``) is fixed by its first checkpoint: Spark
 pins it in the offset log. Rescaling moves every state row to the partition the new count's hash
-partitioning looks for it in. Spark 4.3 does this for a raw checkpoint folder (its offline state
-repartition, RocksDB state store only): the snapshot is materialised into a private local folder, exactly as
-a restore builds Spark's working folder, Spark repartitions it there (writing one more batch that holds the
-rescaled state and the new count), and the result is written as a savepoint of the job. The source
-snapshot is only read. The new savepoint's ``_metadata`` is written last: a rescale killed before that
-leaves a folder no restore takes. ``--restore-from <printed path>`` then runs the job at N partitions.
+partitioning looks for it in. The snapshot is materialised into a private local folder, exactly as a restore
+builds Spark's working folder, and rewritten there: RocksDB state by Spark 4.3's offline state repartition
+(which writes one more batch holding the rescaled state and the new count), the HDFS-backed store's state by
+our own rewrite (``hdfs_rescale``, on every supported Spark), at the source's batch. The result is written as
+a savepoint of the job. The source snapshot is only read. The new savepoint's ``_metadata`` is written last: a
+rescale killed before that leaves a folder no restore takes. ``--restore-from <printed path>`` then runs the
+job at N partitions.
 
 Exit 0 with the savepoint's path as the last line on stdout; exit 2 with a one-line reason for bad input
 (no such snapshot, the same count, a snapshot without state, a Spark or state store that cannot be
@@ -26,12 +27,15 @@ import threading
 import time
 import uuid
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from spark_checkpoint_runtime import faults
 from spark_checkpoint_runtime.durations import format_bytes, format_duration
 from spark_checkpoint_runtime.errors import EXIT_BAD_INPUT, EXIT_JOB_FAILED, EXIT_OK
 from spark_checkpoint_runtime.fingerprint import PROVIDER_CONF, ROCKSDB_PROVIDER
+from spark_checkpoint_runtime.hdfs_rescale import HdfsRescaleError, rescale_working_folder
+from spark_checkpoint_runtime.key_partitioning import UnsupportedKeyType
 from spark_checkpoint_runtime.layout import (
     CheckpointFormatError,
     CheckpointMetadata,
@@ -86,7 +90,8 @@ def source_snapshot(storage: JobFolder, source: str) -> ValidCheckpoint:
 
 
 def check_rescalable(source: ValidCheckpoint, partitions: int) -> int:
-    """Refuse (``RescaleRefused``) what cannot be rescaled before anything runs; returns the current count."""
+    """Refuse (``RescaleRefused``) what cannot be rescaled before Spark starts; returns the current count. (What
+    only the state itself shows, an old query's partitioning or a key type, is refused before anything is saved.)"""
     meta = source.metadata
     if partitions < 1:
         raise RescaleRefused(f"--partitions must be at least 1, not {partitions}")
@@ -100,16 +105,14 @@ def check_rescalable(source: ValidCheckpoint, partitions: int) -> int:
             f"{source.url} holds no state (its pipeline has no stateful operator): nothing to rescale; restore it "
             "and the new run keeps its partition count, which only a stateful query's state depends on"
         )
+    return current
+
+
+def rocksdb_state(meta: CheckpointMetadata) -> bool:
+    """Whether the snapshot's state is the RocksDB store's (else the HDFS-backed store's, Spark's default)."""
     store = meta.fingerprint.get("state_store") or {}
     provider = store.get("provider") or str((meta.fingerprint.get("pinned_confs") or {}).get(PROVIDER_CONF, ""))
-    if ROCKSDB_PROVIDER not in provider:
-        raise RescaleRefused(
-            f"{source.url} was written by the {provider.rsplit('.', 1)[-1] or 'HDFS-backed'} state store; Spark's "
-            "offline state repartition rescales only the RocksDB state store's state. Run the job with "
-            f"{PROVIDER_CONF}=org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider from a "
-            "fresh start to make its state rescalable"
-        )
-    return current
+    return ROCKSDB_PROVIDER in provider
 
 
 def repartition(spark: Any, location: str, partitions: int) -> int:
@@ -135,7 +138,13 @@ def rescale(
     """
     started, trigger_ms = time.monotonic(), now_ms()
     current = check_rescalable(source, partitions)
-    require("Rescaling state (Spark's offline state repartition)", OFFLINE_REPARTITION, parse_version(spark.version))
+    rocksdb = rocksdb_state(source.metadata)
+    if rocksdb:
+        require(
+            "Rescaling RocksDB state (Spark's offline state repartition)",
+            OFFLINE_REPARTITION,
+            parse_version(spark.version),
+        )
     run_id = f"rescale-{uuid.uuid4().hex[:12]}"
     trigger_id = trigger_id or f"rescale-{partitions}-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
     folder = storage.savepoints.folder_for(trigger_id, target_directory)
@@ -147,7 +156,14 @@ def rescale(
         working = WorkingCopy(private, storage.job_name, run_id)
         working.create()
         materialize(source, working)
-        batch_id = repartition(spark, working.spark_location, partitions)
+        if rocksdb:
+            batch_id = repartition(spark, working.spark_location, partitions)
+        else:  # Spark has no repartition for this store: our own rewrite, at the source's batch
+            batch_id = source.metadata.batch_id
+            try:
+                rescale_working_folder(spark, Path(working.spark_path), batch_id, partitions)
+            except (HdfsRescaleError, UnsupportedKeyType) as exc:
+                raise RescaleRefused(f"{source.url} cannot be rescaled: {exc}; nothing was saved") from None
         snapshot_id = _reserve(storage, run_id, folder.url)
         snap = capture(working, snapshot_id, batch_id, StoredFiles(), reuse=False)
         if snap.pinned_confs.get(SHUFFLE_PARTITIONS) != str(partitions):

@@ -99,6 +99,40 @@ def test_crash_chain_on_each_spark(tmp_path: Path, landing: Landing, matrix, ins
     assert newest_metadata(tmp_path / "root", "versions").spark_version == install.version
     if store == "rocksdb":
         _rescale_or_refuse(tmp_path, install)
+    else:
+        _rescale_and_continue(tmp_path, landing, install, family)
+
+
+def _rescale_and_continue(tmp_path: Path, landing: Landing, install: SparkInstall, family) -> None:
+    """The HDFS-backed store's state rescaled on this Spark (our own rewrite, on every version), then the job
+    restored from it at the new count with more input: every count exact."""
+    root = tmp_path / "root"
+    args = ["rescale", "--job-name", "versions", "--checkpoint-root", str(root), "--partitions", "3"]
+    log = tmp_path / "rescale.log"
+    code = spark_submit(args, log, spark_submit_path=install.spark_submit).wait(timeout=300)
+    text = log.read_text(errors="replace")
+    assert code == 0, text[-3000:]
+    storage = JobFolder(str(root), "versions")
+    rescaled = storage.url_of(storage.savepoints.path(storage.savepoints.names()[-1]))
+    assert rescaled in text, text[-3000:]  # the path the command printed (the log also holds Spark's lines)
+    assert newest_savepoint(root, "versions").fingerprint["pinned_confs"]["spark.sql.shuffle.partitions"] == "3"
+    landing.add_files(2)
+    run = job_args(
+        "versions",
+        root,
+        tmp_path / "work",
+        landing,
+        sink=f"parquet:{tmp_path / 'out'}",
+        pipeline=f"examples.pipelines:{family.pipeline}",
+        output_mode=family.output_mode,
+    )
+    run += ["--restore-from", rescaled, "--conf", "spark.sql.shuffle.partitions=3"]
+    log = tmp_path / "rescaled-run.log"
+    code = spark_submit(run, log, spark_submit_path=install.spark_submit).wait(timeout=300)
+    assert code == 0, log.read_text(errors="replace")[-3000:]
+    assert newest_metadata(root, "versions").fingerprint["pinned_confs"]["spark.sql.shuffle.partitions"] == "3"
+    problems = family.check(tmp_path / "out", landing)
+    assert not problems, f"Spark {install.version}, rescaled HDFS state: {problems[:10]}"
 
 
 def _rescale_or_refuse(tmp_path: Path, install: SparkInstall) -> None:

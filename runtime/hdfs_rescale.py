@@ -1,0 +1,372 @@
+"""Rescaling the HDFS-backed state store's state: our own rewrite, since Spark has none for this store.
+
+Spark 4.3's offline repartition covers only RocksDB. For the HDFS-backed store (Spark's default) the rescale
+rewrites a materialised checkpoint folder itself, at the snapshot's batch ``B`` (state version ``B + 1``):
+
+1. Each old partition's state is rebuilt from its files (a ``<v>.snapshot`` and the ``<v>.delta`` files after
+   it: each a stream of key size, key bytes, value size (-1: removed), value bytes, ended by -1, compressed
+   with the job's state store codec through Spark's own ``CompressionCodec``).
+2. Each key goes to the partition Spark's shuffle sends it to at the new count (``key_partitioning``): the
+   hash of the key's leading columns that the operator partitions by (all of them, but a join's value index
+   and a session window's start; the operator metadata says how many).
+3. Each new partition's state is written as one ``<B + 1>.snapshot``; key and value bytes are copied
+   unchanged, so no value is ever decoded. The old partition folders go; partition 0's schema files stay.
+4. The partition count is rewritten where Spark pinned it: the offset log's batch ``B`` and each operator's
+   state metadata. Hadoop's checksum files of rewritten files are removed (they would no longer match).
+
+The working folder is a private copy: the source snapshot is only read. Capture then stores the result as a
+savepoint, exactly as for RocksDB.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from spark_checkpoint_runtime.key_partitioning import partition_of, read_row
+
+CODEC_CONF = "spark.sql.streaming.stateStore.compression.codec"
+DEFAULT_CODEC = "lz4"
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+END_OF_FILE = -1
+END_MARKER = struct.pack(">i", END_OF_FILE)
+STRICT_DISTRIBUTION = "spark.sql.streaming.statefulOperator.useStrictDistribution"
+ROW_CHECKSUM = "spark.sql.streaming.stateStore.rowChecksum.enabled"  # Spark 4.1+: a CRC32C before each value
+CHECKSUM_BYTES = 4
+JOIN_INDEXED_STORE = "keyWithIndexToValue"  # a join's values per key and index: the index is not partitioned on
+
+
+class HdfsRescaleError(ValueError):
+    """The working folder's state cannot be rescaled as found (nothing of the source is touched)."""
+
+
+@dataclass(frozen=True)
+class StateStoreFolder:
+    """One state store of one operator: its folder name under a partition ("" for the default store, whose
+    files sit in the partition folder itself; ``Path / ""`` is that folder)."""
+
+    operator: str
+    store: str
+    key_fields: list[dict[str, Any]]
+    partition_columns: int
+
+
+class StateFileCodec:
+    """Reads and writes the HDFS-backed store's files through Spark's ``CompressionCodec`` (in the JVM)."""
+
+    def __init__(self, spark: Any, codec: str):
+        self.jvm = spark._jvm
+        conf = spark.sparkContext._jsc.sc().conf()
+        self.codec = self.jvm.org.apache.spark.io.CompressionCodec.createCodec(conf, codec)
+
+    def read(self, path: Path) -> bytes:
+        stream = self.codec.compressedInputStream(self.jvm.java.io.FileInputStream(str(path)))
+        try:
+            return bytes(stream.readAllBytes())
+        finally:
+            stream.close()
+
+    def open(self, path: Path) -> SnapshotWriter:
+        """A new state file at ``path``, written record by record (see ``SnapshotWriter``)."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return SnapshotWriter(self.codec.compressedOutputStream(self.jvm.java.io.FileOutputStream(str(path))))
+
+
+class SnapshotWriter:
+    """One new partition's snapshot file, filled as each old partition's state is read: records are buffered
+    here and handed to the JVM's compressed stream in large pieces, so memory holds one old partition's state
+    plus these buffers, not the whole store."""
+
+    FLUSH_BYTES = 1 << 20
+
+    def __init__(self, stream: Any):
+        self.stream = stream
+        self.buffer = bytearray()
+
+    def add(self, key: bytes, value: bytes) -> None:
+        self.buffer += record(key, value)
+        if len(self.buffer) >= self.FLUSH_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.buffer:
+            self.stream.write(self.buffer)
+            self.buffer = bytearray()
+
+    def close(self) -> None:
+        """Write the end marker and close the file."""
+        try:
+            self.buffer += END_MARKER
+            self.flush()
+        finally:
+            self.stream.close()
+
+
+def entries(data: bytes, where: str, checksummed_rows: bool = False) -> Iterator[tuple[bytes, bytes | None]]:
+    """The (key, value) records of one state file's decompressed bytes; value None is a removal.
+
+    With row checksums (Spark 4.1+, pinned per query) a removal's key carries its checksum in front: it is
+    dropped so the key matches the stored one. A value's checksum stays in the value, copied as it is.
+    """
+    position, size = 0, len(data)
+    while True:
+        if position + 4 > size:
+            raise HdfsRescaleError(f"{where} ends without its end marker: it is damaged")
+        (key_size,) = struct.unpack_from(">i", data, position)
+        position += 4
+        if key_size == END_OF_FILE:
+            return
+        key = data[position : position + key_size]
+        position += key_size
+        (value_size,) = struct.unpack_from(">i", data, position)
+        position += 4
+        if value_size < 0:
+            yield (key[CHECKSUM_BYTES:] if checksummed_rows else key), None
+            continue
+        yield key, data[position : position + value_size]
+        position += value_size
+
+
+def record(key: bytes, value: bytes) -> bytes:
+    """One record of a state file (before compression): key size, key, value size, value."""
+    return struct.pack(">i", len(key)) + key + struct.pack(">i", len(value)) + value
+
+
+def load_version(
+    codec: StateFileCodec, folder: Path, version: int, checksummed_rows: bool = False
+) -> dict[bytes, bytes]:
+    """A store folder's state at ``version``: the newest snapshot at or below it, then each delta after it."""
+    snapshots, deltas = [], []
+    for name in os.listdir(folder):
+        stem, _, kind = name.partition(".")
+        if not stem.isdigit() or kind not in ("snapshot", "delta") or int(stem) > version:
+            continue
+        (snapshots if kind == "snapshot" else deltas).append(int(stem))
+    base = max(snapshots, default=0)
+    needed = range(base + 1, version + 1)
+    missing = [v for v in needed if v not in deltas]
+    if missing:
+        raise HdfsRescaleError(
+            f"{folder} cannot rebuild state version {version}: no {missing[0] if missing else version}.delta after "
+            f"{'snapshot ' + str(base) if base else 'the start'}"
+        )
+    state: dict[bytes, bytes] = {}
+    if base:
+        path = folder / f"{base}.snapshot"
+        for key, value in entries(codec.read(path), str(path), checksummed_rows):
+            if value is not None:
+                state[key] = value
+    for v in needed:
+        path = folder / f"{v}.delta"
+        for key, value in entries(codec.read(path), str(path), checksummed_rows):
+            if value is None:
+                state.pop(key, None)
+            else:
+                state[key] = value
+    return state
+
+
+def replace_text(path: Path, text: str) -> None:
+    """Write ``path`` as a new file: the working folder hard-links the source snapshot's files, and writing
+    one in place would change the source through the link."""
+    fresh = path.with_name(f".{path.name}.rescaled")
+    fresh.write_text(text, encoding="utf-8")
+    os.replace(fresh, path)
+    remove_checksum(path)
+
+
+def remove_checksum(path: Path) -> None:
+    """Hadoop's local filesystem keeps ``.<name>.crc`` beside each file it wrote; a rewritten file's is stale."""
+    crc = path.with_name(f".{path.name}.crc")
+    if crc.exists():
+        crc.unlink()
+
+
+# --- what Spark pinned: the offset log and each operator's state metadata -----------------------------------
+
+
+def _offset_metadata(path: Path) -> tuple[list[str], dict[str, Any]]:
+    """An offset log file's lines and its metadata (the line after the version): Spark's ``OffsetSeq``."""
+    lines = path.read_text(encoding="utf-8").split("\n")
+    if len(lines) < 2 or not lines[0].startswith("v"):
+        raise HdfsRescaleError(f"{path} is not an offset log file Spark wrote")
+    return lines, json.loads(lines[1])
+
+
+def pinned_partitions(root: Path, batch_id: int) -> tuple[int, str]:
+    """The partition count and the state store codec Spark pinned for ``batch_id``."""
+    _, metadata = _offset_metadata(root / "offsets" / str(batch_id))
+    conf = metadata.get("conf") or {}
+    if SHUFFLE_PARTITIONS not in conf:
+        raise HdfsRescaleError(f"offsets/{batch_id} pins no {SHUFFLE_PARTITIONS}: the snapshot cannot be rescaled")
+    return int(conf[SHUFFLE_PARTITIONS]), str(conf.get(CODEC_CONF) or DEFAULT_CODEC)
+
+
+def pin_partitions(root: Path, partitions: int) -> None:
+    """Every offset log file of the folder pins ``partitions``: Spark takes the count from the last one."""
+    for path in sorted((root / "offsets").iterdir()):
+        if not path.name.isdigit():
+            continue
+        lines, metadata = _offset_metadata(path)
+        metadata.setdefault("conf", {})[SHUFFLE_PARTITIONS] = str(partitions)
+        lines[1] = json.dumps(metadata, separators=(",", ":"))
+        replace_text(path, "\n".join(lines))
+
+
+def _read_utf(data: bytes, position: int) -> tuple[str, int]:
+    """Java's ``DataInput.readUTF``: a big-endian length, then modified UTF-8 (NUL as C0 80, CESU-8 pairs)."""
+    (length,) = struct.unpack_from(">H", data, position)
+    raw = data[position + 2 : position + 2 + length].replace(b"\xc0\x80", b"\x00")
+    return raw.decode("utf-8", "surrogatepass").encode("utf-16", "surrogatepass").decode(
+        "utf-16"
+    ), position + 2 + length
+
+
+def key_schema(path: Path) -> list[dict[str, Any]]:
+    """The key fields (schema JSON) of a state schema file (``<op>/0/[<store>/]_metadata/schema``, v1 or v2)."""
+    data = path.read_bytes()
+    version, position = _read_utf(data, 0)
+    if version == "v1":
+        text, _ = _read_utf(data, position)
+    elif version == "v2":
+        (chunks,) = struct.unpack_from(">i", data, position)
+        position += 4
+        parts = []
+        for _ in range(chunks):
+            part, position = _read_utf(data, position)
+            parts.append(part)
+        text = "".join(parts)
+    else:
+        raise HdfsRescaleError(f"{path} is a state schema file of version {version!r}, which the rescale cannot read")
+    return list(json.loads(text)["fields"])
+
+
+def _operator_stores(operator: Path) -> list[dict[str, Any]]:
+    """The store entries of an operator's state metadata (Spark 4.0+; None before), each with its name."""
+    path = operator / "_metadata" / "metadata"
+    if not path.exists():
+        return []
+    version, _, body = path.read_text(encoding="utf-8").partition("\n")
+    if version != "v1":
+        raise HdfsRescaleError(f"{path} is operator metadata of version {version!r}, which the rescale cannot rewrite")
+    return list(json.loads(body).get("stateStoreInfo") or [])
+
+
+def _partition_columns(store: str, fields: list[dict[str, Any]], prefix_columns: int) -> int:
+    """How many leading key columns the operator's shuffle partitions by."""
+    if store.endswith(JOIN_INDEXED_STORE):
+        return len(fields) - 1  # the join keys, not the value's index among them
+    if prefix_columns:
+        return prefix_columns  # a session window's grouping keys, not the session's start
+    last = fields[-1] if fields else {}
+    if last.get("name") == "sessionStartTime" and last.get("type") == "timestamp" and not last.get("nullable"):
+        return len(fields) - 1  # Spark 3.5 writes no operator metadata: a session window's key says it
+    return len(fields)
+
+
+def store_folders(operator: Path) -> list[StateStoreFolder]:
+    """The state stores of one operator folder, from its partition 0 (where Spark keeps the schema files)."""
+    first = operator / "0"
+    if not first.is_dir():
+        raise HdfsRescaleError(f"{operator} has no partition 0: the snapshot is incomplete")
+    prefixes = {
+        entry.get("storeName", "default"): int(entry.get("numColsPrefixKey") or 0)
+        for entry in _operator_stores(operator)
+    }
+    if (first / "_metadata" / "schema").exists():
+        names = [""]
+    else:
+        names = sorted(p.name for p in first.iterdir() if (p / "_metadata" / "schema").exists())
+    if not names:
+        raise HdfsRescaleError(f"{first} holds no state schema file (_metadata/schema): its keys cannot be read")
+    found = []
+    for name in names:
+        fields = key_schema(first / name / "_metadata" / "schema")
+        prefix = prefixes.get(name or "default", 0)
+        found.append(StateStoreFolder(operator.name, name, fields, _partition_columns(name, fields, prefix)))
+    return found
+
+
+def _rewrite_operator_metadata(operator: Path, partitions: int) -> None:
+    path = operator / "_metadata" / "metadata"
+    if not path.exists():
+        return
+    version, _, body = path.read_text(encoding="utf-8").partition("\n")
+    metadata = json.loads(body)
+    for entry in metadata.get("stateStoreInfo") or []:
+        entry["numPartitions"] = partitions
+    replace_text(path, f"{version}\n{json.dumps(metadata, separators=(',', ':'))}")
+
+
+def rescale_operator(
+    codec: StateFileCodec, operator: Path, version: int, old: int, partitions: int, checksummed_rows: bool
+) -> int:
+    """Move every key of one operator's stores to its partition at ``partitions``; the number of keys moved."""
+    stores = store_folders(operator)
+    staging = operator / f"_rescale-{partitions}"
+    if staging.exists():
+        shutil.rmtree(staging)
+    keys = 0
+    for store in stores:
+        columns = store.key_fields[: store.partition_columns]
+        types = [field["type"] for field in columns]
+        writers = [codec.open(staging / str(p) / store.store / f"{version}.snapshot") for p in range(partitions)]
+        try:
+            for partition in range(old):
+                folder = operator / str(partition) / store.store
+                if not folder.is_dir():
+                    raise HdfsRescaleError(
+                        f"{folder} is missing: the snapshot lacks a partition of operator {operator.name}"
+                    )
+                for key, value in load_version(codec, folder, version, checksummed_rows).items():
+                    # No key columns (a global aggregation, a limit): Spark keeps that state in partition 0.
+                    target = (
+                        partition_of(read_row(key, store.key_fields)[: len(columns)], types, partitions)
+                        if columns
+                        else 0
+                    )
+                    writers[target].add(key, value)
+                    keys += 1
+        finally:
+            for writer in writers:
+                writer.close()
+    # Partition 0's schema files describe every partition: they move with it.
+    for store in stores:
+        shutil.copytree(operator / "0" / store.store / "_metadata", staging / "0" / store.store / "_metadata")
+    for entry in list(operator.iterdir()):
+        if entry.name.isdigit():
+            shutil.rmtree(entry)
+    for entry in list(staging.iterdir()):
+        entry.rename(operator / entry.name)
+    staging.rmdir()
+    _rewrite_operator_metadata(operator, partitions)
+    return keys
+
+
+def rescale_working_folder(spark: Any, root: Path, batch_id: int, partitions: int) -> tuple[int, int]:
+    """Rescale the HDFS-backed store's state of Spark's checkpoint folder ``root`` at ``batch_id`` in place.
+
+    Returns the old partition count and the number of keys moved. ``root`` must be a private copy.
+    """
+    old, codec_name = pinned_partitions(root, batch_id)
+    _, metadata = _offset_metadata(root / "offsets" / str(batch_id))
+    conf = metadata.get("conf") or {}
+    if str(conf.get(STRICT_DISTRIBUTION, "false")).lower() != "true":
+        raise HdfsRescaleError(
+            f"the query pins {STRICT_DISTRIBUTION}=false (it was started before Spark 3.3): its state may be "
+            "partitioned by a subset of its keys, so where each key belongs cannot be known. Rescale is refused"
+        )
+    checksummed_rows = str(conf.get(ROW_CHECKSUM, "false")).lower() == "true"
+    codec = StateFileCodec(spark, codec_name)
+    keys = 0
+    state = root / "state"
+    for operator in sorted((p for p in state.iterdir() if p.name.isdigit()), key=lambda p: int(p.name)):
+        keys += rescale_operator(codec, operator, batch_id + 1, old, partitions, checksummed_rows)
+    pin_partitions(root, partitions)
+    return old, keys
