@@ -10,10 +10,11 @@ a job that outgrew it could only start over. This DAG changes it through a savep
 3. ``run_rescaled`` starts the job from the rescaled savepoint at the new count.
 4. ``confirm_first_checkpoint`` waits for its first checkpoint.
 
-The job's state must be in the RocksDB state store (Spark rescales only that one; any other is refused at
-step 2 with the reason, and the job can be started again from the first savepoint as it was). The rescale runs
-in Spark local mode on the worker, which needs room for the state. Trigger it from the UI with the new
-partition count.
+Both of Spark's state stores rescale: RocksDB state through Spark's own repartition (Spark 4.3 or newer), the
+HDFS-backed store's (Spark's default) through the runtime's own rewrite. The restarted job keeps the store it
+had (``rescale`` tells it which). What cannot be rescaled is refused at step 2 with the reason, and the job can
+be started again from the first savepoint as it was. The rescale runs in Spark local mode on the worker, which
+needs room for the state. Trigger it from the UI with the new partition count.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from example_settings import EXAMPLES_PACKAGE, job_params, spark_conf
 from airflow_checkpoint_provider.operators import CheckpointedStreamingJobOperator, RescaleOperator, SavepointOperator
 from airflow_checkpoint_provider.sensors import CheckpointSensor
 
-ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+STATE_STORE = "{{ ti.xcom_pull(task_ids='rescale', key='state_store_provider') }}"
 
 with DAG(
     doc_md=__doc__,  # the module docstring shows as the DAG's docs in the UI
@@ -88,7 +89,8 @@ with DAG(
         conf={
             **spark_conf("{{ params.landing }}"),
             "spark.sql.shuffle.partitions": "{{ params.partitions }}",
-            "spark.sql.streaming.stateStore.providerClass": ROCKSDB,
+            # The store the job ran on (a switch is refused): rescale reports it.
+            "spark.sql.streaming.stateStore.providerClass": STATE_STORE,
         },
         py_files=[EXAMPLES_PACKAGE],
     )

@@ -15,6 +15,7 @@ from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStora
 from airflow_checkpoint_provider.hooks.streaming_job import StreamingJobHook
 from airflow_checkpoint_provider.operators.task_keys import task_instance_name
 from spark_checkpoint_runtime.errors import EXIT_BAD_INPUT
+from spark_checkpoint_runtime.fingerprint import PROVIDER_CONF
 from spark_checkpoint_runtime.layout import CheckpointFormatError, key_from
 
 
@@ -30,10 +31,12 @@ class RescaleOperator(BaseOperator):
 
     It runs through spark-submit on ``conn_id``, in Spark local mode on the worker (the snapshot is
     materialised into a private local folder there): the worker needs room for the state, and Spark 4.3 or
-    newer. Only the RocksDB state store's state can be rescaled; anything else fails definitively with the
-    reason, before anything is written. A retry of the same task instance returns the savepoint an earlier try
-    completed, or redoes one a killed try left unfinished (which no restore would take: it has no
-    ``_metadata``). Returns the savepoint's path to XCom and pushes ``savepoint_id`` and ``batch_id``.
+    newer for the RocksDB state store (any supported Spark for the HDFS-backed store). What cannot be
+    rescaled fails definitively with the reason, before anything is written. A retry of the same task
+    instance returns the savepoint an earlier try completed, or redoes one a killed try left unfinished (which
+    no restore would take: it has no ``_metadata``). Returns the savepoint's path to XCom and pushes
+    ``savepoint_id``, ``batch_id`` and ``state_store_provider`` (the state store class the restored job must
+    name in its conf).
 
     :param job_name: the job (templated).
     :param partitions: the new partition count (templated; a DAG param arrives as text).
@@ -131,4 +134,8 @@ class RescaleOperator(BaseOperator):
         )
         context["ti"].xcom_push(key="savepoint_id", value=meta.id)
         context["ti"].xcom_push(key="batch_id", value=meta.batch_id)
+        # The job restored from it must name the same state store (a switch is refused): give it the class.
+        store = meta.fingerprint.get("state_store") or {}
+        provider = store.get("provider_class") or (meta.fingerprint.get("pinned_confs") or {}).get(PROVIDER_CONF)
+        context["ti"].xcom_push(key="state_store_provider", value=provider)
         return folder.url

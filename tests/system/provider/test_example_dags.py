@@ -165,11 +165,14 @@ def test_incompatible_upgrade_fails_in_the_restore_step_and_keeps_the_savepoint(
     assert all(i < savepoint.metadata.id for i in completed_checkpoints(tmp_path / "root", "counts"))
 
 
-def test_rescale_with_savepoint(tmp_path: Path, landing: Landing):
-    """The running job (RocksDB, 4 partitions) stops with a savepoint, is rescaled to 8 and restarted from the
-    rescaled savepoint; it runs at 8 and every count is exact."""
+@pytest.mark.parametrize("store", ["rocksdb", "hdfs"])
+def test_rescale_with_savepoint(tmp_path: Path, landing: Landing, store: str):
+    """The running job (4 partitions, on each state store) stops with a savepoint, is rescaled to 8 and
+    restarted from the rescaled savepoint on its own store; it runs at 8 and every count is exact."""
     landing.add_files(4)
-    v1 = _start_v1(tmp_path, landing, {"spark.sql.streaming.stateStore.providerClass": ROCKSDB})
+    v1 = _start_v1(
+        tmp_path, landing, {"spark.sql.streaming.stateStore.providerClass": ROCKSDB} if store == "rocksdb" else {}
+    )
     landing.add_files(2)
     conf = {**_upgrade_conf(tmp_path, landing, "examples.pipelines:running_counts"), "partitions": 8}
     del conf["new_pipeline"], conf["stop"], conf["restore_source"]
@@ -188,4 +191,8 @@ def test_rescale_with_savepoint(tmp_path: Path, landing: Landing):
     )
     newest = storage.checkpoints.read(new_run["checkpoint_id"])
     assert newest.fingerprint["pinned_confs"]["spark.sql.shuffle.partitions"] == "8"
+    assert (
+        newest.fingerprint["state_store"]["provider"]
+        == ("RocksDB" if store == "rocksdb" else "HDFSBacked") + "StateStoreProvider"
+    )
     assert final_counts(tmp_path / "out") == landing.counts_by_key(), "the counts continued exactly across the rescale"
