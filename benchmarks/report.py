@@ -489,10 +489,16 @@ def goals() -> list[str]:
 
 
 def headline() -> list[str]:
-    """The README's short form of the goals table: each goal and its verdict, the figures left to the docs."""
+    """The README's headline: the reliability run's totals, then each goal and its verdict (figures in the docs)."""
     judged = judge_goals()
     met = sum(1 for goal in judged if goal.met)
+    figures = load("reliability.json")["figures"]
+    duplicated = figures.get("rows duplicated (exactly-once)", 0)
     return [
+        f"In one fresh-clone run of the tests: {num(figures['kills survived'])} SIGKILLs survived, "
+        f"{num(figures['rows checked'])} rows checked, {num(figures['rows lost'])} lost, {num(duplicated)} "
+        "published twice ([reliability](docs/reliability.md)).",
+        "",
         *table(["goal", "verdict"], [_goal_row(goal)[:2] for goal in judged], "ll"),
         "",
         f"{met} of {len(judged)} goals met, each judged by the far end of a bootstrap 95 % confidence interval of "
