@@ -24,6 +24,7 @@ import json
 import os
 import shutil
 import struct
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,7 @@ STRICT_DISTRIBUTION = "spark.sql.streaming.statefulOperator.useStrictDistributio
 ROW_CHECKSUM = "spark.sql.streaming.stateStore.rowChecksum.enabled"  # Spark 4.1+: a CRC32C before each value
 CHECKSUM_BYTES = 4
 JOIN_INDEXED_STORE = "keyWithIndexToValue"  # a join's values per key and index: the index is not partitioned on
+SINGLE_PARTITION_OPERATORS = {"globalLimit"}  # its state lives in partition 0 whatever the count
 
 
 class HdfsRescaleError(ValueError):
@@ -68,7 +70,8 @@ class StateFileCodec:
     def read(self, path: Path) -> bytes:
         stream = self.codec.compressedInputStream(self.jvm.java.io.FileInputStream(str(path)))
         try:
-            return bytes(stream.readAllBytes())
+            # commons-io ships with Spark; InputStream.readAllBytes needs Java 9, Spark 3.5 runs on Java 8 too.
+            return bytes(self.jvm.org.apache.commons.io.IOUtils.toByteArray(stream))
         finally:
             stream.close()
 
@@ -83,7 +86,7 @@ class SnapshotWriter:
     here and handed to the JVM's compressed stream in large pieces, so memory holds one old partition's state
     plus these buffers, not the whole store."""
 
-    FLUSH_BYTES = 1 << 20
+    FLUSH_BYTES = 64 << 10  # per new partition: 2,000 partitions hold at most 128 MiB of buffers
 
     def __init__(self, stream: Any):
         self.stream = stream
@@ -108,29 +111,37 @@ class SnapshotWriter:
             self.stream.close()
 
 
-def entries(data: bytes, where: str, checksummed_rows: bool = False) -> Iterator[tuple[bytes, bytes | None]]:
+def entries(
+    data: bytes, where: str, checksummed_rows: bool = False, removals: bool = True
+) -> Iterator[tuple[bytes, bytes | None]]:
     """The (key, value) records of one state file's decompressed bytes; value None is a removal.
 
     With row checksums (Spark 4.1+, pinned per query) a removal's key carries its checksum in front: it is
-    dropped so the key matches the stored one. A value's checksum stays in the value, copied as it is.
+    dropped so the key matches the stored one. A value's checksum stays in the value, copied as it is. A size
+    that runs past the file, or a removal where ``removals`` is False (a snapshot), is damage, said as such.
     """
     position, size = 0, len(data)
+
+    def take(length: int, what: str) -> bytes:
+        nonlocal position
+        if length < 0 or position + length > size:
+            raise HdfsRescaleError(f"{where}: a record's {what} ({length} bytes) runs past the file: it is damaged")
+        found = data[position : position + length]
+        position += length
+        return found
+
     while True:
-        if position + 4 > size:
-            raise HdfsRescaleError(f"{where} ends without its end marker: it is damaged")
-        (key_size,) = struct.unpack_from(">i", data, position)
-        position += 4
+        (key_size,) = struct.unpack(">i", take(4, "key size"))
         if key_size == END_OF_FILE:
             return
-        key = data[position : position + key_size]
-        position += key_size
-        (value_size,) = struct.unpack_from(">i", data, position)
-        position += 4
-        if value_size < 0:
+        key = take(key_size, "key")
+        (value_size,) = struct.unpack(">i", take(4, "value size"))
+        if value_size == END_OF_FILE:
+            if not removals:
+                raise HdfsRescaleError(f"{where}: a removal in a snapshot file: it is damaged")
             yield (key[CHECKSUM_BYTES:] if checksummed_rows else key), None
             continue
-        yield key, data[position : position + value_size]
-        position += value_size
+        yield key, take(value_size, "value")
 
 
 def record(key: bytes, value: bytes) -> bytes:
@@ -153,14 +164,14 @@ def load_version(
     missing = [v for v in needed if v not in deltas]
     if missing:
         raise HdfsRescaleError(
-            f"{folder} cannot rebuild state version {version}: no {missing[0] if missing else version}.delta after "
+            f"{folder} cannot rebuild state version {version}: no {missing[0]}.delta after "
             f"{'snapshot ' + str(base) if base else 'the start'}"
         )
     state: dict[bytes, bytes] = {}
     if base:
         path = folder / f"{base}.snapshot"
-        for key, value in entries(codec.read(path), str(path), checksummed_rows):
-            if value is not None:
+        for key, value in entries(codec.read(path), str(path), checksummed_rows, removals=False):
+            if value is not None:  # always: a snapshot holds no removals (checked)
                 state[key] = value
     for v in needed:
         path = folder / f"{v}.delta"
@@ -247,24 +258,34 @@ def key_schema(path: Path) -> list[dict[str, Any]]:
     return list(json.loads(text)["fields"])
 
 
-def _operator_stores(operator: Path) -> list[dict[str, Any]]:
-    """The store entries of an operator's state metadata (Spark 4.0+; None before), each with its name."""
+def _operator_info(operator: Path) -> dict[str, Any]:
+    """The operator's name and store entries from its state metadata (Spark 4.0+; ``written`` False before)."""
     path = operator / "_metadata" / "metadata"
     if not path.exists():
-        return []
+        return {"written": False, "name": None, "stores": []}
     version, _, body = path.read_text(encoding="utf-8").partition("\n")
     if version != "v1":
         raise HdfsRescaleError(f"{path} is operator metadata of version {version!r}, which the rescale cannot rewrite")
-    return list(json.loads(body).get("stateStoreInfo") or [])
+    metadata = json.loads(body)
+    name = (metadata.get("operatorInfo") or {}).get("operatorName")
+    return {"written": True, "name": name, "stores": list(metadata.get("stateStoreInfo") or [])}
 
 
-def _partition_columns(store: str, fields: list[dict[str, Any]], prefix_columns: int) -> int:
-    """How many leading key columns the operator's shuffle partitions by."""
+def _partition_columns(
+    store: str, fields: list[dict[str, Any]], prefix_columns: int | None, single_partition: bool
+) -> int:
+    """How many leading key columns the operator's shuffle partitions by (0: all its state is in partition 0).
+
+    ``prefix_columns`` is the store's ``numColsPrefixKey`` from the operator metadata (Spark 4.0+), None where
+    Spark wrote none (3.5).
+    """
+    if single_partition or all(field.get("type") == "null" for field in fields):
+        return 0  # a global aggregation or a limit: Spark runs it as one partition
     if store.endswith(JOIN_INDEXED_STORE):
         return len(fields) - 1  # the join keys, not the value's index among them
-    if prefix_columns:
-        return prefix_columns  # a session window's grouping keys, not the session's start
-    last = fields[-1] if fields else {}
+    if prefix_columns is not None:
+        return prefix_columns or len(fields)  # a session window's grouping keys, not the session's start
+    last = fields[-1]
     if last.get("name") == "sessionStartTime" and last.get("type") == "timestamp" and not last.get("nullable"):
         return len(fields) - 1  # Spark 3.5 writes no operator metadata: a session window's key says it
     return len(fields)
@@ -275,10 +296,9 @@ def store_folders(operator: Path) -> list[StateStoreFolder]:
     first = operator / "0"
     if not first.is_dir():
         raise HdfsRescaleError(f"{operator} has no partition 0: the snapshot is incomplete")
-    prefixes = {
-        entry.get("storeName", "default"): int(entry.get("numColsPrefixKey") or 0)
-        for entry in _operator_stores(operator)
-    }
+    info = _operator_info(operator)
+    prefixes = {entry.get("storeName", "default"): int(entry.get("numColsPrefixKey") or 0) for entry in info["stores"]}
+    single_partition = info["name"] in SINGLE_PARTITION_OPERATORS
     if (first / "_metadata" / "schema").exists():
         names = [""]
     else:
@@ -288,8 +308,10 @@ def store_folders(operator: Path) -> list[StateStoreFolder]:
     found = []
     for name in names:
         fields = key_schema(first / name / "_metadata" / "schema")
-        prefix = prefixes.get(name or "default", 0)
-        found.append(StateStoreFolder(operator.name, name, fields, _partition_columns(name, fields, prefix)))
+        prefix = prefixes.get(name or "default", 0) if info["written"] else None
+        found.append(
+            StateStoreFolder(operator.name, name, fields, _partition_columns(name, fields, prefix, single_partition))
+        )
     return found
 
 
@@ -304,6 +326,18 @@ def _rewrite_operator_metadata(operator: Path, partitions: int) -> None:
     replace_text(path, f"{version}\n{json.dumps(metadata, separators=(',', ':'))}")
 
 
+def _close_all(writers: list[SnapshotWriter]) -> None:
+    """Close every writer; the first failure is raised once all are closed (unless one is in flight already)."""
+    failures = []
+    for writer in writers:
+        try:
+            writer.close()
+        except Exception as exc:  # noqa: BLE001 - every stream is closed before any error is raised
+            failures.append(exc)
+    if failures and sys.exc_info()[0] is None:
+        raise failures[0]
+
+
 def rescale_operator(
     codec: StateFileCodec, operator: Path, version: int, old: int, partitions: int, checksummed_rows: bool
 ) -> int:
@@ -316,8 +350,10 @@ def rescale_operator(
     for store in stores:
         columns = store.key_fields[: store.partition_columns]
         types = [field["type"] for field in columns]
-        writers = [codec.open(staging / str(p) / store.store / f"{version}.snapshot") for p in range(partitions)]
+        writers: list[SnapshotWriter] = []
         try:
+            for p in range(partitions):
+                writers.append(codec.open(staging / str(p) / store.store / f"{version}.snapshot"))
             for partition in range(old):
                 folder = operator / str(partition) / store.store
                 if not folder.is_dir():
@@ -334,8 +370,7 @@ def rescale_operator(
                     writers[target].add(key, value)
                     keys += 1
         finally:
-            for writer in writers:
-                writer.close()
+            _close_all(writers)
     # Partition 0's schema files describe every partition: they move with it.
     for store in stores:
         shutil.copytree(operator / "0" / store.store / "_metadata", staging / "0" / store.store / "_metadata")

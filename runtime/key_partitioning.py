@@ -84,26 +84,39 @@ def _hash_value(value: Any, data_type: Any, seed: int) -> int:
         return hash_int(value, seed)
     if name in ("long", "timestamp", "timestamp_ntz"):
         return hash_long(value, seed)
-    if name == "float":
-        bits = 0 if value == 0.0 else struct.unpack("<I", struct.pack("<f", value))[0]
+    if name == "float":  # Java's floatToIntBits: -0.0 hashes as 0.0, every NaN as the canonical NaN
+        bits = 0 if value == 0.0 else 0x7FC00000 if value != value else struct.unpack("<I", struct.pack("<f", value))[0]
         return hash_int(bits, seed)
     if name == "double":
-        bits = 0 if value == 0.0 else struct.unpack("<Q", struct.pack("<d", value))[0]
+        bits = (
+            0
+            if value == 0.0
+            else 0x7FF8000000000000
+            if value != value
+            else struct.unpack("<Q", struct.pack("<d", value))[0]
+        )
         return hash_long(bits, seed)
     if name in ("string", "binary"):
         return hash_bytes(value, seed)
     if isinstance(name, str) and name.startswith("decimal"):
         precision, _ = _decimal_precision_scale(name)
-        unscaled = value
         if precision <= MAX_LONG_DIGITS:
-            return hash_long(unscaled, seed)
-        length = (unscaled.bit_length() + 8) // 8  # Java's BigInteger.toByteArray: two's complement, minimal
-        return hash_bytes(unscaled.to_bytes(length, "big", signed=True), seed)
+            return hash_long(value, seed)
+        if isinstance(value, bytes | bytearray):  # as the row stores it: Java's BigInteger.toByteArray()
+            return hash_bytes(bytes(value), seed)
+        return hash_bytes(java_big_integer_bytes(value), seed)
     if name == "struct":
         for field, item in zip(data_type["fields"], value, strict=True):
             seed = _hash_value(item, field["type"], seed)
         return seed
     raise UnsupportedKeyType(f"a state key column of type {name!r} cannot be hashed here")
+
+
+def java_big_integer_bytes(value: int) -> bytes:
+    """Java's ``BigInteger.toByteArray()``: big-endian two's complement in the fewest bytes that hold the sign
+    bit (-128 is one byte, 0x80; Python's ``bit_length`` of a negative number counts one bit more)."""
+    magnitude = ~value if value < 0 else value
+    return value.to_bytes(magnitude.bit_length() // 8 + 1, "big", signed=True)
 
 
 def _decimal_precision_scale(name: str) -> tuple[int, int]:
@@ -129,7 +142,8 @@ def read_row(data: bytes | memoryview, fields: Sequence[dict[str, Any]], offset:
 
     Layout: a null bitset of 64-bit words, one 8-byte little-endian slot per field, then a variable-length
     region; a variable-length field's slot holds its offset (from the row's start) and size. Strings and
-    binaries come back as bytes (their hash is over the UTF-8 bytes), decimals as unscaled integers.
+    binaries come back as bytes (their hash is over the UTF-8 bytes); decimals of up to 18 digits as unscaled
+    integers, larger ones as the bytes the row stores.
     """
     view = memoryview(data)
     count = len(fields)
@@ -168,7 +182,7 @@ def _read_slot(view: memoryview, slot: int, row_start: int, data_type: Any) -> A
     if name in ("string", "binary"):
         return bytes(view[start : start + size])
     if isinstance(name, str) and name.startswith("decimal"):
-        return int.from_bytes(bytes(view[start : start + size]), "big", signed=True)
+        return bytes(view[start : start + size])  # hashed as stored: the unscaled value's toByteArray()
     if name == "struct":
         return read_row(view, data_type["fields"], start)
     raise UnsupportedKeyType(f"a state key column of type {name!r} cannot be read here")

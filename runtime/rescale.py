@@ -21,6 +21,7 @@ rescaled), before anything is written.
 from __future__ import annotations
 
 import argparse
+import struct
 import sys
 import tempfile
 import threading
@@ -34,7 +35,7 @@ from spark_checkpoint_runtime import faults
 from spark_checkpoint_runtime.durations import format_bytes, format_duration
 from spark_checkpoint_runtime.errors import EXIT_BAD_INPUT, EXIT_JOB_FAILED, EXIT_OK
 from spark_checkpoint_runtime.fingerprint import PROVIDER_CONF, ROCKSDB_PROVIDER
-from spark_checkpoint_runtime.hdfs_rescale import HdfsRescaleError, rescale_working_folder
+from spark_checkpoint_runtime.hdfs_rescale import STRICT_DISTRIBUTION, HdfsRescaleError, rescale_working_folder
 from spark_checkpoint_runtime.key_partitioning import UnsupportedKeyType
 from spark_checkpoint_runtime.layout import (
     CheckpointFormatError,
@@ -100,6 +101,13 @@ def check_rescalable(source: ValidCheckpoint, partitions: int) -> int:
         raise RescaleRefused(f"{source.url} records no partition count ({SHUFFLE_PARTITIONS}): it cannot be rescaled")
     if current == partitions:
         raise RescaleRefused(f"{source.url} has {current} partitions already: restore it as it is")
+    strict = (meta.fingerprint.get("pinned_confs") or {}).get(STRICT_DISTRIBUTION)
+    if not rocksdb_state(meta) and strict is not None and str(strict).lower() != "true":
+        raise RescaleRefused(
+            f"{source.url} cannot be rescaled: the query pins {STRICT_DISTRIBUTION}=false (it was started before "
+            "Spark 3.3): its state may be partitioned by a subset of its keys, so where each key belongs cannot be "
+            "known"
+        )
     if not meta.fingerprint.get("operators"):
         raise RescaleRefused(
             f"{source.url} holds no state (its pipeline has no stateful operator): nothing to rescale; restore it "
@@ -162,13 +170,20 @@ def rescale(
             batch_id = source.metadata.batch_id
             try:
                 rescale_working_folder(spark, Path(working.spark_path), batch_id, partitions)
-            except (HdfsRescaleError, UnsupportedKeyType) as exc:
+            except (HdfsRescaleError, UnsupportedKeyType, struct.error) as exc:
                 raise RescaleRefused(f"{source.url} cannot be rescaled: {exc}; nothing was saved") from None
+            except Exception as exc:  # the JVM's codec refusing a state file (a damaged or foreign stream)
+                first = spark_error_line(exc)
+                if first is None:
+                    raise
+                raise RescaleRefused(
+                    f"{source.url}: a state file could not be read: {first}; nothing was saved"
+                ) from None
         snapshot_id = _reserve(storage, run_id, folder.url)
         snap = capture(working, snapshot_id, batch_id, StoredFiles(), reuse=False)
         if snap.pinned_confs.get(SHUFFLE_PARTITIONS) != str(partitions):
             raise RescaleRefused(
-                f"Spark's repartition of {source.url} wrote batch {batch_id} pinned at "
+                f"the rescale of {source.url} left batch {batch_id} pinned at "
                 f"{snap.pinned_confs.get(SHUFFLE_PARTITIONS)} partitions, not {partitions}; nothing was saved"
             )
         captured_ms = int((time.monotonic() - started) * 1000)

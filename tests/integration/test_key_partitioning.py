@@ -44,6 +44,10 @@ CASES = [
     ("CAST(-12.34 AS DECIMAL(10,2))", -1234, "decimal(10,2)"),
     ("CAST(123456789012345678901234.5 AS DECIMAL(38,1))", 1234567890123456789012345, "decimal(38,1)"),
     ("CAST(-1 AS DECIMAL(38,0))", -1, "decimal(38,0)"),
+    ("CAST(-128 AS DECIMAL(38,0))", -128, "decimal(38,0)"),
+    ("CAST(-32768 AS DECIMAL(38,0))", -32768, "decimal(38,0)"),
+    ("CAST(128 AS DECIMAL(38,0))", 128, "decimal(38,0)"),
+    ("CAST('NaN' AS DOUBLE)", float("nan"), "double"),
     ("CAST(NULL AS STRING)", None, "string"),
 ]
 WINDOW = {

@@ -49,8 +49,14 @@ def test_records_round_trip_and_removals_drop_a_row_checksum():
     assert dict(entries(encode(records), "x")) == records
     removal = struct.pack(">i", 6) + b"\x01\x02\x03\x04k1" + struct.pack(">i", -1) + struct.pack(">i", -1)
     assert list(entries(removal, "x", checksummed_rows=True)) == [(b"k1", None)]
-    with pytest.raises(HdfsRescaleError, match="ends without its end marker"):
-        list(entries(encode(records)[:-4], "state/0/1/3.delta"))
+    with pytest.raises(HdfsRescaleError, match=r"^state/0/1/3.delta: a record's key size .* runs past the file"):
+        list(entries(encode(records)[:-4], "state/0/1/3.delta"))  # no end marker
+    with pytest.raises(HdfsRescaleError, match="a record's key \\(-4 bytes\\) runs past the file"):
+        list(entries(struct.pack(">i", -4) + END_MARKER, "x"))  # a size that would read backwards
+    with pytest.raises(HdfsRescaleError, match="a record's value \\(99 bytes\\) runs past the file"):
+        list(entries(struct.pack(">i", 1) + b"k" + struct.pack(">i", 99) + b"short" + END_MARKER, "x"))
+    with pytest.raises(HdfsRescaleError, match="a removal in a snapshot file"):
+        list(entries(struct.pack(">i", 1) + b"k" + END_MARKER + END_MARKER, "x", removals=False))
 
 
 def test_the_schema_file_is_read_across_chunks(tmp_path: Path):
@@ -74,8 +80,17 @@ def test_a_join_partitions_by_its_keys_and_a_session_window_by_its_grouping_keys
     )
     assert [s.partition_columns for s in store_folders(session)] == [1]
     plain = tmp_path / "state" / "2"
-    _schema_file(plain / "0" / "_metadata" / "schema", [STRING, LONG])
-    assert [s.partition_columns for s in store_folders(plain)] == [2]
+    _schema_file(plain / "0" / "_metadata" / "schema", [STRING, SESSION_START])
+    assert [s.partition_columns for s in store_folders(plain)] == [1]  # Spark 3.5: read as a session window
+    (plain / "_metadata").mkdir()
+    (plain / "_metadata" / "metadata").write_text(
+        'v1\n{"operatorInfo":{"operatorId":2,"operatorName":"stateStoreSave"},'
+        '"stateStoreInfo":[{"storeName":"default","numColsPrefixKey":0,"numPartitions":4}]}'
+    )
+    assert [s.partition_columns for s in store_folders(plain)] == [2]  # the metadata says: every column
+    limit = tmp_path / "state" / "3"
+    _schema_file(limit / "0" / "_metadata" / "schema", [{"name": "key", "type": "null", "nullable": True}])
+    assert [s.partition_columns for s in store_folders(limit)] == [0]  # a limit's state stays in partition 0
 
 
 def test_a_query_started_before_spark_3_3_is_refused_before_any_state_is_read(tmp_path: Path):
@@ -84,3 +99,19 @@ def test_a_query_started_before_spark_3_3_is_refused_before_any_state_is_read(tm
     (tmp_path / "offsets" / "5").write_text("v1\n" + json.dumps({"batchWatermarkMs": 0, "conf": conf}) + "\n{}")
     with pytest.raises(HdfsRescaleError, match="useStrictDistribution=false .* started before Spark 3.3"):
         rescale_working_folder(None, tmp_path, 5, 8)
+
+
+def test_an_old_query_on_the_hdfs_store_is_refused_from_its_metadata_before_anything_is_read():
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from spark_checkpoint_runtime.rescale import RescaleRefused, check_rescalable
+    from tests.support.helpers import checkpoint_metadata
+
+    confs = {"spark.sql.shuffle.partitions": "4", "spark.sql.streaming.statefulOperator.useStrictDistribution": "false"}
+    fingerprint = {"operators": [{"type": "aggregation", "key": ["key: string"]}], "pinned_confs": confs}
+    source = SimpleNamespace(metadata=replace(checkpoint_metadata(3, []), fingerprint=fingerprint), url="file:///ck/j")
+    with pytest.raises(RescaleRefused, match="useStrictDistribution=false .*started before Spark 3.3"):
+        check_rescalable(source, 8)
+    confs["spark.sql.streaming.statefulOperator.useStrictDistribution"] = "true"
+    assert check_rescalable(source, 8) == 4
