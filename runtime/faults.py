@@ -23,7 +23,9 @@ Points (``POINTS``):
 - ``rollback``: during a restore's recovery, after one published file outside the restored history is
   moved aside;
 - ``savepoint``: during a savepoint's uploads, after one file is copied (to an object store: once per file
-  after its chunk).
+  after its chunk);
+- ``rescale``: during a rescale of the HDFS-backed store's state in its private working folder, after one old
+  partition's state is moved, then after each offset log file is re-pinned.
 
 Under spark-submit the driver's stderr reaches the log through the JVM, which dies in the same instant, so
 the log line can be lost: set ``CHECKPOINT_FAULTS_RECORD=/path/file`` and the line is appended there first.
@@ -53,6 +55,7 @@ POINTS = (
     "sink-move",
     "rollback",
     "savepoint",
+    "rescale",
 )
 
 

@@ -232,10 +232,22 @@ def differences(
     return found
 
 
+def snapshot_state_store(fingerprint: dict[str, Any]) -> dict[str, Any]:
+    """The state store a snapshot's fingerprint records (``state_store_settings``' keys), or ``{}``.
+
+    Snapshots written before the fingerprint had ``state_store`` (or its ``provider_class``) name only the class
+    Spark pinned: that fills ``provider`` and ``provider_class``. Neither recorded gives ``{}``.
+    """
+    found = dict(fingerprint.get("state_store") or {})
+    pinned = str((fingerprint.get("pinned_confs") or {}).get(PROVIDER_CONF) or "")
+    if pinned:
+        found.setdefault("provider", pinned.rsplit(".", 1)[-1])
+        found.setdefault("provider_class", pinned)
+    return found
+
+
 def _state_store_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
-    old = saved.get("state_store") or {}
-    if not old and (saved.get("pinned_confs") or {}).get(PROVIDER_CONF):  # snapshots from before state_store
-        old = {"provider": saved["pinned_confs"][PROVIDER_CONF].rsplit(".", 1)[-1]}
+    old = snapshot_state_store(saved)
     new = current.get("state_store") or {}
     if not old or not new:
         return []

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from spark_checkpoint_runtime import faults
 from spark_checkpoint_runtime.key_partitioning import partition_of, read_row
 
 CODEC_CONF = "spark.sql.streaming.stateStore.compression.codec"
@@ -210,13 +211,13 @@ def _offset_metadata(path: Path) -> tuple[list[str], dict[str, Any]]:
     return lines, json.loads(lines[1])
 
 
-def pinned_partitions(root: Path, batch_id: int) -> tuple[int, str]:
-    """The partition count and the state store codec Spark pinned for ``batch_id``."""
+def pinned_conf(root: Path, batch_id: int) -> dict[str, Any]:
+    """The confs Spark pinned for ``batch_id``; refused (``HdfsRescaleError``) without a partition count."""
     _, metadata = _offset_metadata(root / "offsets" / str(batch_id))
     conf = metadata.get("conf") or {}
     if SHUFFLE_PARTITIONS not in conf:
         raise HdfsRescaleError(f"offsets/{batch_id} pins no {SHUFFLE_PARTITIONS}: the snapshot cannot be rescaled")
-    return int(conf[SHUFFLE_PARTITIONS]), str(conf.get(CODEC_CONF) or DEFAULT_CODEC)
+    return dict(conf)
 
 
 def pin_partitions(root: Path, partitions: int) -> None:
@@ -228,6 +229,7 @@ def pin_partitions(root: Path, partitions: int) -> None:
         metadata.setdefault("conf", {})[SHUFFLE_PARTITIONS] = str(partitions)
         lines[1] = json.dumps(metadata, separators=(",", ":"))
         replace_text(path, "\n".join(lines))
+        faults.reach("rescale")
 
 
 def _read_utf(data: bytes, position: int) -> tuple[str, int]:
@@ -369,6 +371,7 @@ def rescale_operator(
                     )
                     writers[target].add(key, value)
                     keys += 1
+                faults.reach("rescale")
         finally:
             _close_all(writers)
     # Partition 0's schema files describe every partition: they move with it.
@@ -389,16 +392,15 @@ def rescale_working_folder(spark: Any, root: Path, batch_id: int, partitions: in
 
     Returns the old partition count and the number of keys moved. ``root`` must be a private copy.
     """
-    old, codec_name = pinned_partitions(root, batch_id)
-    _, metadata = _offset_metadata(root / "offsets" / str(batch_id))
-    conf = metadata.get("conf") or {}
+    conf = pinned_conf(root, batch_id)
+    old = int(conf[SHUFFLE_PARTITIONS])
     if str(conf.get(STRICT_DISTRIBUTION, "false")).lower() != "true":
         raise HdfsRescaleError(
             f"the query pins {STRICT_DISTRIBUTION}=false (it was started before Spark 3.3): its state may be "
             "partitioned by a subset of its keys, so where each key belongs cannot be known. Rescale is refused"
         )
     checksummed_rows = str(conf.get(ROW_CHECKSUM, "false")).lower() == "true"
-    codec = StateFileCodec(spark, codec_name)
+    codec = StateFileCodec(spark, str(conf.get(CODEC_CONF) or DEFAULT_CODEC))
     keys = 0
     state = root / "state"
     for operator in sorted((p for p in state.iterdir() if p.name.isdigit()), key=lambda p: int(p.name)):

@@ -34,7 +34,7 @@ from typing import Any
 from spark_checkpoint_runtime import faults
 from spark_checkpoint_runtime.durations import format_bytes, format_duration
 from spark_checkpoint_runtime.errors import EXIT_BAD_INPUT, EXIT_JOB_FAILED, EXIT_OK
-from spark_checkpoint_runtime.fingerprint import PROVIDER_CONF, ROCKSDB_PROVIDER
+from spark_checkpoint_runtime.fingerprint import ROCKSDB_PROVIDER, snapshot_state_store
 from spark_checkpoint_runtime.hdfs_rescale import STRICT_DISTRIBUTION, HdfsRescaleError, rescale_working_folder
 from spark_checkpoint_runtime.key_partitioning import UnsupportedKeyType
 from spark_checkpoint_runtime.layout import (
@@ -118,9 +118,7 @@ def check_rescalable(source: ValidCheckpoint, partitions: int) -> int:
 
 def rocksdb_state(meta: CheckpointMetadata) -> bool:
     """Whether the snapshot's state is the RocksDB store's (else the HDFS-backed store's, Spark's default)."""
-    store = meta.fingerprint.get("state_store") or {}
-    provider = store.get("provider") or str((meta.fingerprint.get("pinned_confs") or {}).get(PROVIDER_CONF, ""))
-    return ROCKSDB_PROVIDER in provider
+    return ROCKSDB_PROVIDER in str(snapshot_state_store(meta.fingerprint).get("provider", ""))
 
 
 def repartition(spark: Any, location: str, partitions: int) -> int:

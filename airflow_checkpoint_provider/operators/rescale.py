@@ -15,7 +15,7 @@ from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStora
 from airflow_checkpoint_provider.hooks.streaming_job import StreamingJobHook
 from airflow_checkpoint_provider.operators.task_keys import task_instance_name
 from spark_checkpoint_runtime.errors import EXIT_BAD_INPUT
-from spark_checkpoint_runtime.fingerprint import PROVIDER_CONF
+from spark_checkpoint_runtime.fingerprint import snapshot_state_store
 from spark_checkpoint_runtime.layout import CheckpointFormatError, key_from
 
 
@@ -135,7 +135,6 @@ class RescaleOperator(BaseOperator):
         context["ti"].xcom_push(key="savepoint_id", value=meta.id)
         context["ti"].xcom_push(key="batch_id", value=meta.batch_id)
         # The job restored from it must name the same state store (a switch is refused): give it the class.
-        store = meta.fingerprint.get("state_store") or {}
-        provider = store.get("provider_class") or (meta.fingerprint.get("pinned_confs") or {}).get(PROVIDER_CONF)
+        provider = snapshot_state_store(meta.fingerprint).get("provider_class")
         context["ti"].xcom_push(key="state_store_provider", value=provider)
         return folder.url

@@ -40,7 +40,7 @@ class StreamingJob:
         self._spark = spark
         self.run_id = f"{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
         self.state = RunState(self.run_id)
-        self.graceful = GracefulStop(self.request_stop, options.stop_timeout, on_timeout=self._report_stop_timeout)
+        self.graceful = GracefulStop(self.request_stop, options.stop_timeout, on_timeout=self._report_failure)
         self._control: ControlChannel | None = None  # with --run-key: where the run's outcome is reported
 
     def request_stop(self, *_: Any) -> None:
@@ -58,17 +58,17 @@ class StreamingJob:
             try:
                 result = self._run(storage)
             except Exception as exc:
-                control.write_run_report(opts.run_key, {"status": "failed", "error": str(exc), "run_id": self.run_id})
+                self._report_failure(str(exc))
                 raise
             control.write_run_report(opts.run_key, result)
             return result
         finally:
             self.graceful.uninstall()
 
-    def _report_stop_timeout(self, reason: str) -> None:
-        """A stop outlasted --stop-timeout and the process is about to end: report why, so a supervisor reading
-        the run report does not take the exit for a kill or a crash."""
-        if self._control is not None and self.options.run_key:
+    def _report_failure(self, reason: str) -> None:
+        """With ``--run-key``: the run failed, and why. Also called when a stop outlasts --stop-timeout and the
+        process is about to end, so a supervisor reading the report does not take the exit for a kill."""
+        if self._control is not None:
             self._control.write_run_report(
                 self.options.run_key, {"status": "failed", "error": reason, "run_id": self.run_id}
             )

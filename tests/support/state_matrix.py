@@ -17,6 +17,7 @@ from tests.support.helpers import final_counts, published_rows
 from tests.support.landing import Landing
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 STORES: dict[str, dict[str, str]] = {
     "hdfs": {},
     "rocksdb": {"spark.sql.streaming.stateStore.providerClass": ROCKSDB},

@@ -1,7 +1,9 @@
-"""Rescale across process boundaries: a running stateful job (RocksDB, 4 partitions) stops with a savepoint;
-``python -m spark_checkpoint_runtime rescale`` is SIGKILLed half-way through writing the rescaled savepoint,
-which leaves the source savepoint byte for byte as it was and nothing a restore would take; run again, it
-writes the savepoint, and the job restored from it runs at 8 partitions with every count exact."""
+"""Rescale across process boundaries: a running stateful job (4 partitions) stops with a savepoint;
+``python -m spark_checkpoint_runtime rescale`` is SIGKILLed half-way, which leaves the source savepoint byte for
+byte as it was and nothing a restore would take; run again, it writes the savepoint, and the job restored from
+it runs at 8 partitions with every count exact. For each store: RocksDB killed while the rescaled savepoint's
+files are written, the HDFS-backed store while our rewrite re-pins the offset log in the working folder (whose
+files are hard links to the source's on local disk: a write in place there would change the source)."""
 
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from tests.support.helpers import (
     tree_state,
     wait_for,
 )
-from tests.support.state_matrix import ROCKSDB
+from tests.support.state_matrix import HDFS, ROCKSDB
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -40,13 +42,23 @@ def _stop_with_savepoint(root: Path, job: str, trigger_id: str) -> str:
     return asked.stdout.strip().splitlines()[-1]
 
 
+@pytest.mark.parametrize(
+    ("store", "fault", "unfinished"),
+    [
+        # RocksDB: Spark's repartition, then our savepoint upload; killed after its 3rd file.
+        pytest.param(ROCKSDB, "savepoint@3", True, id="rocksdb-killed-uploading"),
+        # HDFS-backed: 4 old partitions moved (hits 1-4), then killed after the first offset log file is
+        # re-pinned (hit 5): before any savepoint file exists.
+        pytest.param(HDFS, "rescale@5", False, id="hdfs-killed-rewriting"),
+    ],
+)
 def test_a_rescale_killed_half_way_leaves_the_source_and_a_rerun_runs_the_job_at_the_new_count(
-    tmp_path: Path, landing: Landing
+    tmp_path: Path, landing: Landing, store: str, fault: str, unfinished: bool
 ):
     root, work, output, job = tmp_path / "root", tmp_path / "work", tmp_path / "out", "counts"
     landing.add_files(4)
     args = continuous_counts_args(job, root, work, landing, output, batch_interval="200ms")
-    v1 = start_module(args, conf={SHUFFLE: "4", PROVIDER: ROCKSDB}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    v1 = start_module(args, conf={SHUFFLE: "4", PROVIDER: store}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     control = ControlChannel(JobFolder(str(root), job))
     wait_for(lambda: completed_checkpoints(root, job) and control.live_runs(), 180, "v1 running", v1)
     source_url = _stop_with_savepoint(root, job, "before-rescale")
@@ -59,7 +71,7 @@ def test_a_rescale_killed_half_way_leaves_the_source_and_a_rerun_runs_the_job_at
     killed = subprocess.run(
         [sys.executable, "-m", "spark_checkpoint_runtime", *rescale],
         cwd=REPO,
-        env={**subprocess_env(), "CHECKPOINT_FAULTS": "savepoint@3"},
+        env={**subprocess_env(), "CHECKPOINT_FAULTS": fault},
         capture_output=True,
         text=True,
         timeout=300,
@@ -67,14 +79,22 @@ def test_a_rescale_killed_half_way_leaves_the_source_and_a_rerun_runs_the_job_at
     )
     assert killed.returncode == -9, killed.stderr[-3000:]
     assert tree_state(source) == before, "the killed rescale changed its source savepoint"
+    assert f"SIGKILL at {fault}" in killed.stderr, killed.stderr[-3000:]
     halves = [p for p in (root / job / "savepoints").iterdir() if p.name.startswith("savepoint-rescale-")]
-    assert (
-        len(halves) == 1 and not (halves[0] / "_metadata").exists() and any(p.is_file() for p in halves[0].rglob("*"))
-    )
-    with pytest.raises(CheckpointFormatError, match="is an unfinished snapshot: the folder has files but no _metadata"):
-        JobFolder(str(root), job).resolve_snapshot(str(halves[0]))
+    if unfinished:
+        assert (
+            len(halves) == 1
+            and not (halves[0] / "_metadata").exists()
+            and any(p.is_file() for p in halves[0].rglob("*"))
+        )
+        with pytest.raises(
+            CheckpointFormatError, match="is an unfinished snapshot: the folder has files but no _metadata"
+        ):
+            JobFolder(str(root), job).resolve_snapshot(str(halves[0]))
+    else:
+        assert halves == [], "a rescale killed before its savepoint's first file left a savepoint folder"
     listed = run_module(["list", "--job-name", job, "--checkpoint-root", str(root), "--json"])
-    assert str(halves[0]) not in listed.stdout and source_url in listed.stdout
+    assert all(str(half) not in listed.stdout for half in halves) and source_url in listed.stdout
 
     again = run_module(rescale, timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]
@@ -84,14 +104,12 @@ def test_a_rescale_killed_half_way_leaves_the_source_and_a_rerun_runs_the_job_at
     assert tree_state(source) == before
 
     # The job restored from the rescaled savepoint: 4 partitions asked beside it is refused, 8 runs.
-    refused = run_module(
-        [*args, "--restore-from", rescaled, "--conf", f"{SHUFFLE}=4", "--conf", f"{PROVIDER}={ROCKSDB}"]
-    )
+    refused = run_module([*args, "--restore-from", rescaled, "--conf", f"{SHUFFLE}=4", "--conf", f"{PROVIDER}={store}"])
     assert refused.returncode == 3 and f"conf {SHUFFLE}: 8 became 4" in refused.stderr, refused.stderr[-2000:]
     landing.add_files(3)
     v2 = start_module(
         [*args, "--restore-from", rescaled],
-        conf={SHUFFLE: "8", PROVIDER: ROCKSDB},
+        conf={SHUFFLE: "8", PROVIDER: store},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
