@@ -7,8 +7,9 @@ checkpoints), ``benchmarks.sensor_latency`` (real Airflow), ``benchmarks.page_la
 to the API server's other pages), and at the scale users run: ``benchmarks.run`` again at 200 partitions with ours
 checkpointing to local disk and to S3, ``benchmarks.scale`` (4 to 1,000 partitions on S3, file merging off and on),
 ``benchmarks.metadata_size`` (2,000 partitions, 1,000 checkpoints) and ``benchmarks.rescale`` (200 to 400
-partitions, 10 and 100 MB, on S3). Each prints its table and writes its JSON under ``benchmarks/``; then
-``benchmarks.report`` rewrites the tables in README.md and docs/*.md from those files. Run one alone for its options.
+partitions, 10 and 100 MB, on S3; RocksDB, then HDFS-backed state). Each prints its table and writes its JSON
+under ``benchmarks/``; then ``benchmarks.report`` rewrites the tables in README.md and docs/*.md from those files.
+Run one alone for its options.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ RUNS = (
     ),  # fmt: skip
     (metadata_size.main, []),
     (rescale.main, []),
+    (rescale.main, ["--store", "hdfs"]),
     (report.main, []),
 )
 

@@ -327,8 +327,9 @@ def sensor_latency() -> list[str]:
     ]
 
 
-def rescale() -> list[str]:
-    data = load("rescale.json")
+def rescale(name: str = "rescale.json") -> list[str]:
+    data = load(name)
+    store = data.get("store", "rocksdb")
     rows = []
     for size in data["sizes"]:
         ratio = Estimate.from_dict(size["ratio"])
@@ -343,15 +344,19 @@ def rescale() -> list[str]:
                 each,
             ]
         )
-    header = ["RocksDB state", "partitions", "plain Spark", "ours", "ours / plain", "each pair (ours / plain, s)"]
+    if store == "hdfs":
+        header = ["HDFS-backed state", "partitions", "plain Spark: rebuild", "ours: rescale", "ours / plain"]
+    else:
+        header = ["RocksDB state", "partitions", "plain Spark", "ours", "ours / plain"]
+    header.append("each pair (ours / plain, s)")
     rounds = data["sizes"][0]["rounds"] if data["sizes"] else 0
     sizes = ",".join(f"{s['size_mb_target']:g}" for s in data["sizes"])
     first = data["sizes"][0] if data["sizes"] else {"partitions": 200, "to": 400}
     command = (
-        f"python -m benchmarks.rescale --sizes-mb {sizes} --rounds {rounds} --partitions {first['partitions']} "
-        f"--to {first['to']} --root {data['root']}"
+        f"python -m benchmarks.rescale{' --store hdfs' if store == 'hdfs' else ''} --sizes-mb {sizes} "
+        f"--rounds {rounds} --partitions {first['partitions']} --to {first['to']} --root {data['root']}"
     )
-    return [*table(header, rows, "lrrrll"), "", source("rescale.json", data, command)]
+    return [*table(header, rows, "lrrrll"), "", source(name, data, command)]
 
 
 def page_latency() -> list[str]:
@@ -660,6 +665,7 @@ GENERATED: dict[str, Callable[[], list[str]]] = {
     "sensor-latency": sensor_latency,
     "page-latency": page_latency,
     "rescale": rescale,
+    "rescale-hdfs": lambda: rescale("rescale_hdfs.json"),
     "scale": scale,
     "throughput-at-scale": throughput_at_scale,
     "metadata-size": metadata_size,

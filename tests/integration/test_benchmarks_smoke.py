@@ -102,3 +102,14 @@ def test_rescale_measures_both_sides_in_pairs(spark, tmp_path):
     assert (
         result["ratio"]["pairs"] == 2 and result["ratio"]["low"] <= result["ratio"]["median"] <= result["ratio"]["high"]
     )
+
+
+def test_rescale_of_the_hdfs_backed_store_is_measured_against_a_rebuild(spark, tmp_path):
+    from benchmarks.rescale import measure
+
+    partitions = spark.conf.get("spark.sql.shuffle.partitions")
+    result = measure(spark, tmp_path, 0.07, 2, int(partitions), 3, None, "hdfs")
+    assert spark.conf.get("spark.sql.shuffle.partitions") == partitions, "the rebuild left its count in the session"
+    assert result["build_plain_seconds"] is None and result["to"] == 3 and len(result["samples"]) == 2
+    for sample in result["samples"]:
+        assert sample["plain_seconds"] > 0 and sample["ours_seconds"] > 0 and sample["rescaled_state_bytes"] > 0
