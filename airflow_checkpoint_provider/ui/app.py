@@ -86,12 +86,22 @@ def _allowed(user: Any, method: str, dag_id: str | None) -> bool:
 
 def _readable_dags(user: Any) -> set[str] | None:
     """The DAGs this user may read; None when they may read every DAG. The auth manager answers, so Airflow's
-    multi-team setup (a team's DAGs for its members) is respected as it is everywhere else."""
-    if _allowed(user, "GET", None):
-        return None
-    from airflow.api_fastapi.app import get_auth_manager
+    multi-team setup (a team's DAGs for its members) is respected as it is everywhere else.
 
-    return set(get_auth_manager().get_authorized_dag_ids(user=user, method="GET"))
+    ``is_authorized_dag(GET)`` without a DAG asks only whether the user may list DAGs, which FAB grants for
+    read access to any one DAG: "every DAG" is the authorized ids covering every DAG Airflow knows.
+    """
+    if not _allowed(user, "GET", None):
+        return set()
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.models.dag import DagModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    readable = set(get_auth_manager().get_authorized_dag_ids(user=user, method="GET"))
+    with create_session() as session:
+        every = set(session.scalars(select(DagModel.dag_id)))
+    return None if every <= readable else readable
 
 
 def _require_view(user: Any) -> set[str] | None:

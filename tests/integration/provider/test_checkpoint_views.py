@@ -145,8 +145,21 @@ def test_a_user_who_may_read_some_dags_sees_only_the_jobs_they_name(monkeypatch)
     roots = [ConfiguredRoot(0, _serialize_restore_automation().rstrip("/"), None)]
     rows = [{"job_name": name, "root_index": 0, "root": roots[0].url} for name in ("event-counts", "orders")]
 
+    from airflow.models.dag import DagModel
+    from airflow.models.dagbundle import DagBundleModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:  # a DAG the reader may not read
+        session.merge(DagBundleModel(name="readable-dags-test"))
+        session.flush()
+        session.merge(DagModel(dag_id="someone_elses", fileloc="/dags/x.py", bundle_name="readable-dags-test"))
+    with create_session() as session:
+        every = set(session.scalars(select(DagModel.dag_id)))
+    assert {"restore_automation", "someone_elses"} <= every, every
+
     class PerDagAuthManager:
-        readable = {"reader": {"restore_automation"}, "stranger": set()}
+        readable = {"admin": every, "reader": {"restore_automation"}, "stranger": set()}
 
         def get_authorized_dag_ids(self, *, user, method="GET"):
             return self.readable[user]
@@ -154,7 +167,8 @@ def test_a_user_who_may_read_some_dags_sees_only_the_jobs_they_name(monkeypatch)
     import airflow.api_fastapi.app as api_app
 
     monkeypatch.setattr(api_app, "get_auth_manager", PerDagAuthManager)
-    monkeypatch.setattr(app, "_allowed", lambda user, method, dag_id: user == "admin")
+    # Without a DAG, GET asks whether the user may list DAGs (FAB: read access to any one is enough).
+    monkeypatch.setattr(app, "_allowed", lambda user, method, dag_id: user != "stranger")
     monkeypatch.setattr(app, "configured_roots", lambda: roots)
     assert app._visible(rows, roots, app._require_view("admin")) == rows
     readable = app._require_view("reader")
@@ -170,7 +184,7 @@ def test_a_user_who_may_read_some_dags_sees_only_the_jobs_they_name(monkeypatch)
         return roots, [], ["job 'orders' cannot be read: PermissionError"]  # no row readable
 
     monkeypatch.setattr(app, "_overview", overview)
-    monkeypatch.setattr(app, "_allowed", lambda user, method, dag_id: user == "admin" or dag_id is not None)
+    monkeypatch.setattr(app, "_allowed", lambda user, method, dag_id: user != "stranger")
     tab = lambda user: asyncio.run(app._named_jobs_page(user, "restore_automation", None, "../"))  # noqa: E731
     assert "cannot be read" in tab("admin")
     shown = tab("reader")

@@ -1,0 +1,152 @@
+"""Per-DAG permissions on the checkpoint pages, under a real auth manager that has them (the FAB provider's).
+
+A real Airflow API server on loopback runs ``FabAuthManager``; its users and roles are made with the FAB
+provider's own CLI (``roles create``, ``roles add-perms``, ``users create``), with permissions on single DAGs.
+Two DAGs each name one job under a configured root. Each user's requests, signed with the token Airflow
+issues for their password:
+
+- the admin sees both jobs;
+- a user who may read one DAG sees that DAG's job only (list, JSON, job page, the DAG's tab) and is refused
+  the other's, and may not take a savepoint of it;
+- a user who may edit that DAG takes a savepoint of its running job, and Airflow's audit log names them;
+- a user who may read no DAG is refused the pages.
+
+The job folders hold format-valid checkpoints written through the format module; no Spark runs (what a page
+shows of a real job is ``test_checkpoint_pages.py``). The running job is a fresh heartbeat with the run key an
+Airflow task gives it.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+from spark_checkpoint_runtime.layout import ControlChannel, JobFolder
+from tests.support.helpers import write_checkpoint
+from tests.support.local_airflow import LocalAirflow
+from tests.system.test_checkpoint_pages import request
+
+pytestmark = [pytest.mark.slow]
+
+FAB = "airflow.providers.fab.auth_manager.fab_auth_manager.FabAuthManager"
+DAG = """
+from datetime import datetime
+
+from airflow.sdk import DAG
+
+from airflow_checkpoint_provider.operators import CheckpointedStreamingJobOperator
+
+with DAG({dag_id!r}, schedule=None, start_date=datetime(2026, 1, 1)):
+    CheckpointedStreamingJobOperator(
+        task_id="run_job",
+        job_name={job!r},
+        checkpoint_root={root!r},
+        pipeline="examples.pipelines:running_counts",
+    )
+"""
+JOBS = {"orders_job": "orders", "events_job": "events"}
+# user -> (role, [(action, resource)]); the admin is FAB's own Admin role.
+USERS = {
+    "admin": ("Admin", []),
+    "reader": ("OrdersReader", [("can_read", "DAG:orders_job")]),
+    "editor": ("OrdersEditor", [("can_read", "DAG:orders_job"), ("can_edit", "DAG:orders_job")]),
+    "stranger": ("NoDags", []),
+}
+
+
+def _cli(airflow: LocalAirflow, *args: str) -> str:
+    done = airflow.airflow(*args)
+    assert done.returncode == 0, f"airflow {' '.join(args)}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    return done.stdout
+
+
+def _token(airflow: LocalAirflow, user: str) -> str:
+    body = json.dumps({"username": user, "password": f"{user}-pw"}).encode()
+    status, answer = request(
+        f"{airflow.url}/auth/token", method="POST", data=body, **{"Content-Type": "application/json"}
+    )
+    assert status in (200, 201), (status, answer[-1000:])
+    return json.loads(answer)["access_token"]
+
+
+def _jobs(airflow: LocalAirflow, token: str) -> tuple[int, list[str]]:
+    status, answer = request(f"{airflow.url}/checkpoints/api/jobs", token=token)
+    return status, sorted(job["job_name"] for job in json.loads(answer).get("jobs", [])) if status == 200 else []
+
+
+def _savepoint(airflow: LocalAirflow, token: str, job: str) -> int:
+    # The live run an Airflow task started: its run key is <dag_id>.<task_id>.<run_id>.<try>.
+    ControlChannel(JobFolder(airflow.env["AIRFLOW__CHECKPOINT_PROVIDER__ROOTS"], job)).heartbeat(
+        "run-1", f"{next(d for d, j in JOBS.items() if j == job)}.run_job.manual__2026-11-27T00:00:00+00:00.1"
+    )
+    body = urllib.parse.urlencode({"stop": ""}).encode()
+    status, _ = request(
+        f"{airflow.url}/checkpoints/jobs/0/{job}/savepoint",
+        token=token,
+        method="POST",
+        data=body,
+        **{"Content-Type": "application/x-www-form-urlencoded"},
+    )
+    return status
+
+
+def test_the_pages_follow_fab_per_dag_permissions(tmp_path: Path):
+    root, home, dags = tmp_path / "root", tmp_path / "airflow-home", tmp_path / "dags"
+    dags.mkdir()
+    for dag_id, job in JOBS.items():
+        (dags / f"{dag_id}.py").write_text(DAG.format(dag_id=dag_id, job=job, root=str(root)))
+        for checkpoint_id in (1, 2):
+            write_checkpoint(JobFolder(str(root), job), checkpoint_id, [])
+    airflow = LocalAirflow(
+        home, dags, {"AIRFLOW__CORE__AUTH_MANAGER": FAB, "AIRFLOW__CHECKPOINT_PROVIDER__ROOTS": str(root)}
+    )
+    try:
+        airflow.start(("api-server",))
+        _cli(airflow, "dags", "reserialize")
+        _cli(airflow, "sync-perm", "--include-dags")  # FAB's DAG:<id> resources, which roles are given
+        for user, (role, permissions) in USERS.items():
+            if role != "Admin":
+                _cli(airflow, "roles", "create", role)
+            for action, resource in permissions:
+                _cli(airflow, "roles", "add-perms", role, "-a", action, "-r", resource)
+            _cli(
+                airflow, "users", "create", "--username", user, "--password", f"{user}-pw", "--role", role,
+                "--email", f"{user}@example.com", "--firstname", user, "--lastname", "tester",
+            )  # fmt: skip
+        tokens = {user: _token(airflow, user) for user in USERS}
+
+        assert _jobs(airflow, tokens["admin"]) == (200, ["events", "orders"])
+
+        # Who may read one DAG sees its job, and nothing of the other's.
+        reader = tokens["reader"]
+        assert _jobs(airflow, reader) == (200, ["orders"])
+        status, page = request(f"{airflow.url}/checkpoints/", token=reader)
+        assert status == 200 and "data-job='orders'" in page and "events" not in page, (status, page[-800:])
+        assert request(f"{airflow.url}/checkpoints/api/jobs/0/orders", token=reader)[0] == 200
+        status, answer = request(f"{airflow.url}/checkpoints/api/jobs/0/events", token=reader)
+        assert status == 403 and "needs read access to a DAG that runs it" in answer, (status, answer)
+        assert request(f"{airflow.url}/checkpoints/jobs/0/events", token=reader)[0] == 403
+        status, page = request(f"{airflow.url}/checkpoints/dags/orders_job", token=reader)
+        assert status == 200 and "data-job='orders'" in page, (status, page[-800:])
+        assert request(f"{airflow.url}/checkpoints/dags/events_job", token=reader)[0] == 403
+        # Reading a DAG is not editing it: no savepoint.
+        assert _savepoint(airflow, reader, "orders") == 403
+        assert not list((root / "orders" / "_control").glob("requests/*.json"))
+
+        # Who may edit the DAG takes a savepoint of its running job; the audit log names them.
+        assert _savepoint(airflow, tokens["editor"], "orders") == 303
+        requests = list((root / "orders" / "_control").glob("requests/*.json"))
+        assert len(requests) == 1 and "ui-editor-" in requests[0].name, requests
+        assert _savepoint(airflow, tokens["editor"], "events") == 403, "edit on orders_job is not edit on events_job"
+        status, answer = request(f"{airflow.url}/api/v2/eventLogs?event=checkpoint_savepoint", token=tokens["admin"])
+        audit = json.loads(answer)["event_logs"]
+        assert status == 200 and [(e["event"], e["owner"]) for e in audit] == [("checkpoint_savepoint", "editor")]
+
+        # Who may read no DAG is refused the pages.
+        status, answer = request(f"{airflow.url}/checkpoints/api/jobs", token=tokens["stranger"])
+        assert status == 403 and "needs read access to DAGs" in answer, (status, answer)
+    finally:
+        airflow.stop()
