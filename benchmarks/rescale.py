@@ -193,12 +193,13 @@ def main(argv: list[str] | None = None) -> int:
                 measure(spark, base / f"{size:g}mb", size, args.rounds, args.partitions, args.to, s3, args.store)
             )
             print(f"size {size:g} MB measured in {time.monotonic() - started:.0f} s", flush=True)
+            # After each size: an hour-long size that is stopped does not take the finished ones with it.
+            write_result(out, {"root": args.root, "store": args.store, "sizes": results})
     finally:
         if s3 is not None:
             s3.stop()
         shutil.rmtree(base, ignore_errors=True)
     print_table(results)
-    write_result(out, {"root": args.root, "store": args.store, "sizes": results})
     print(f"written to {out}")
     return 0
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import struct
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -50,7 +49,7 @@ from spark_checkpoint_runtime.snapshot import SHUFFLE_PARTITIONS, StoredFiles, c
 from spark_checkpoint_runtime.snapshot_targets import SavepointTarget
 from spark_checkpoint_runtime.spark_versions import OFFLINE_REPARTITION, UnsupportedSparkFeature, parse_version, require
 from spark_checkpoint_runtime.state_inspection import local_session, partition_count, snapshot_for, spark_error_line
-from spark_checkpoint_runtime.working_copy import WorkingCopy
+from spark_checkpoint_runtime.working_copy import WorkingCopy, private_folder
 
 COMMAND = "rescale"
 
@@ -158,7 +157,7 @@ def rescale(
         return folder.url, _same_rescale(folder.validate().metadata, folder.url, source, partitions)
     if folder.fs.exists(folder.path):
         folder.discard()  # a killed attempt of this trigger id: never a completed savepoint (no _metadata)
-    with tempfile.TemporaryDirectory(prefix=f"rescale-{storage.job_name}-") as private:
+    with private_folder(f"rescale-{storage.job_name}") as private:
         working = WorkingCopy(private, storage.job_name, run_id)
         working.create()
         materialize(source, working)

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -35,7 +34,7 @@ from spark_checkpoint_runtime.options import CommandParser, OptionsError, load_s
 from spark_checkpoint_runtime.snapshot import SHUFFLE_PARTITIONS, materialize
 from spark_checkpoint_runtime.spark_versions import UnsupportedSparkFeature, parse_version, require
 from spark_checkpoint_runtime.state_files.selection import state_store_folder
-from spark_checkpoint_runtime.working_copy import WorkingCopy
+from spark_checkpoint_runtime.working_copy import WorkingCopy, private_folder
 
 COMMAND = "state"
 STATE_DATA_SOURCE = (4, 0)  # Spark's statestore and state-metadata sources
@@ -208,7 +207,7 @@ def main(argv: list[str], spark: Any = None) -> int:
         snapshot = snapshot_for(storage, args.checkpoint_id, args.savepoint)
         spark = spark or local_session()
         require("Reading state (Spark's state data source)", STATE_DATA_SOURCE, parse_version(spark.version))
-        with tempfile.TemporaryDirectory(prefix=f"state-{args.job_name}-") as folder:
+        with private_folder(f"state-{args.job_name}") as folder:
             working = WorkingCopy(folder, args.job_name, "inspection")
             working.create()
             materialize(snapshot, working)

@@ -14,9 +14,13 @@ import json
 import logging
 import os
 import posixpath
+import re
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import fsspec
 from fsspec.core import url_to_fs
@@ -29,6 +33,46 @@ from spark_checkpoint_runtime.state_files import CaptureRaced
 log = logging.getLogger(__name__)
 
 OWNER_FILE = "owner.json"  # which job folder a run's working folder belongs to (beside spark/ and frozen/)
+_FOLDER_PID = re.compile(r"-p(\d+)-[^-]*$")  # the end of a private_folder's name: -p<pid>-<random>
+
+
+@contextmanager
+def private_folder(prefix: str) -> Iterator[str]:
+    """A private local folder (mode 700, unpredictable name) for one command, removed when it ends.
+
+    For commands that hold no lease: ``rescale`` (its materialised snapshot, as large as the state) and
+    ``state``. One killed before its end (SIGKILL, the OOM killer) leaves its folder behind; the next command
+    with the same ``prefix`` removes each such folder whose process is gone (the name carries the pid).
+    """
+    remove_orphaned_folders(prefix)
+    with tempfile.TemporaryDirectory(prefix=f"{prefix}-p{os.getpid()}-") as folder:
+        yield folder
+
+
+def remove_orphaned_folders(prefix: str) -> int:
+    """Remove the ``private_folder`` folders of ``prefix`` whose process no longer runs; how many went."""
+    removed = 0
+    for entry in Path(tempfile.gettempdir()).glob(f"{prefix}-p*"):
+        match = _FOLDER_PID.search(entry.name[len(prefix) :])
+        if match is None or not entry.is_dir() or _process_runs(int(match[1])):
+            continue
+        shutil.rmtree(entry, ignore_errors=True)
+        removed += 1
+    if removed:
+        log.info("removed %d folder(s) that killed %s commands left", removed, prefix)
+    return removed
+
+
+def _process_runs(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
 
 
 class WorkingCopy:

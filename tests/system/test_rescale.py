@@ -8,10 +8,13 @@ files are hard links to the source's on local disk: a write in place there would
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
+import psutil
 import pytest
 
 from spark_checkpoint_runtime.layout import CheckpointFormatError, ControlChannel, JobFolder
@@ -55,7 +58,8 @@ def _stop_with_savepoint(root: Path, job: str, trigger_id: str) -> str:
 def test_a_rescale_killed_half_way_leaves_the_source_and_a_rerun_runs_the_job_at_the_new_count(
     tmp_path: Path, landing: Landing, store: str, fault: str, unfinished: bool
 ):
-    root, work, output, job = tmp_path / "root", tmp_path / "work", tmp_path / "out", "counts"
+    root, work, output = tmp_path / "root", tmp_path / "work", tmp_path / "out"
+    job = f"counts-{store.rsplit('.', 1)[-1].removesuffix('StateStoreProvider').lower()}"  # its own temp folders
     landing.add_files(4)
     args = continuous_counts_args(job, root, work, landing, output, batch_interval="200ms")
     v1 = start_module(args, conf={SHUFFLE: "4", PROVIDER: store}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -68,6 +72,8 @@ def test_a_rescale_killed_half_way_leaves_the_source_and_a_rerun_runs_the_job_at
     before = tree_state(source)
 
     rescale = ["rescale", "--job-name", job, "--checkpoint-root", str(root), "--from", source_url, "--partitions", "8"]
+    private = Path(tempfile.gettempdir())
+    folders_before = set(private.glob(f"rescale-{job}-p*"))
     killed = subprocess.run(
         [sys.executable, "-m", "spark_checkpoint_runtime", *rescale],
         cwd=REPO,
@@ -80,6 +86,13 @@ def test_a_rescale_killed_half_way_leaves_the_source_and_a_rerun_runs_the_job_at
     assert killed.returncode == -9, killed.stderr[-3000:]
     assert tree_state(source) == before, "the killed rescale changed its source savepoint"
     assert f"SIGKILL at {fault}" in killed.stderr, killed.stderr[-3000:]
+    # Its private folder (the materialised snapshot, as large as the state) outlived it; the next rescale removes it.
+    orphans = [
+        p
+        for p in set(private.glob(f"rescale-{job}-p*")) - folders_before
+        if not psutil.pid_exists(int(re.search(r"-p(\d+)-", p.name)[1]))
+    ]
+    assert orphans, "the killed rescale left no private folder"
     halves = [p for p in (root / job / "savepoints").iterdir() if p.name.startswith("savepoint-rescale-")]
     if unfinished:
         assert (
@@ -98,6 +111,7 @@ def test_a_rescale_killed_half_way_leaves_the_source_and_a_rerun_runs_the_job_at
 
     again = run_module(rescale, timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]
+    assert not [p for p in orphans if p.exists()], "the killed rescale's private folder outlived the next rescale"
     rescaled = again.stdout.strip().splitlines()[-1]
     meta = json.loads((Path(rescaled.removeprefix("file://")) / "_metadata").read_text())
     assert meta["fingerprint"]["pinned_confs"][SHUFFLE] == "8" and meta["restored_from"]["path"] == source_url
