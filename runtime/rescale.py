@@ -23,33 +23,28 @@ from __future__ import annotations
 import argparse
 import struct
 import sys
-import threading
-import time
-import uuid
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from spark_checkpoint_runtime import faults
+from spark_checkpoint_runtime.derived_savepoint import (
+    Derivation,
+    add_source_arguments,
+    add_target_arguments,
+    derive_savepoint,
+    source_snapshot,
+)
 from spark_checkpoint_runtime.durations import format_bytes, format_duration
 from spark_checkpoint_runtime.errors import EXIT_BAD_INPUT, EXIT_JOB_FAILED, EXIT_OK
 from spark_checkpoint_runtime.fingerprint import ROCKSDB_PROVIDER, snapshot_state_store
 from spark_checkpoint_runtime.hdfs_rescale import STRICT_DISTRIBUTION, HdfsRescaleError, rescale_working_folder
 from spark_checkpoint_runtime.key_partitioning import UnsupportedKeyType
-from spark_checkpoint_runtime.layout import (
-    CheckpointFormatError,
-    CheckpointMetadata,
-    JobFolder,
-    ValidCheckpoint,
-    now_ms,
-)
+from spark_checkpoint_runtime.layout import CheckpointFormatError, CheckpointMetadata, JobFolder, ValidCheckpoint
 from spark_checkpoint_runtime.options import CommandParser, OptionsError, load_spec
-from spark_checkpoint_runtime.restore import RestorePoint
-from spark_checkpoint_runtime.snapshot import SHUFFLE_PARTITIONS, StoredFiles, capture, materialize
-from spark_checkpoint_runtime.snapshot_targets import SavepointTarget
+from spark_checkpoint_runtime.snapshot import SHUFFLE_PARTITIONS, Capture
 from spark_checkpoint_runtime.spark_versions import OFFLINE_REPARTITION, UnsupportedSparkFeature, parse_version, require
-from spark_checkpoint_runtime.state_inspection import local_session, partition_count, snapshot_for, spark_error_line
-from spark_checkpoint_runtime.working_copy import WorkingCopy, private_folder
+from spark_checkpoint_runtime.state_inspection import local_session, partition_count, spark_error_line
+from spark_checkpoint_runtime.working_copy import WorkingCopy
 
 COMMAND = "rescale"
 
@@ -60,33 +55,10 @@ class RescaleRefused(ValueError):
 
 def parser() -> argparse.ArgumentParser:
     found = CommandParser(prog=f"python -m spark_checkpoint_runtime {COMMAND}", allow_abbrev=False)
-    found.add_argument("--job-name", required=True)
-    found.add_argument("--checkpoint-root", required=True)
-    found.add_argument("--spec", help="JSON/YAML file whose storage_options (credentials) are used")
-    found.add_argument(
-        "--from",
-        dest="source",
-        default="latest",
-        help="latest (the newest valid checkpoint, default), chk-N, or a savepoint's folder name or path",
-    )
+    add_source_arguments(found)
     found.add_argument("--partitions", type=int, required=True, help="the state's new partition count")
-    found.add_argument("--target-directory", help="where the savepoint goes (default <root>/<job>/savepoints)")
-    found.add_argument(
-        "--trigger-id",
-        help="caller-chosen id (the savepoint's folder is savepoint-<id>); asking again with it returns the same "
-        "savepoint, and redoes one a killed attempt left without _metadata",
-    )
+    add_target_arguments(found)
     return found
-
-
-def source_snapshot(storage: JobFolder, source: str) -> ValidCheckpoint:
-    """The validated snapshot ``--from`` names: ``latest``, ``chk-N`` or a savepoint."""
-    choice = source.strip()
-    if choice == "latest":
-        return snapshot_for(storage, None, None)
-    if choice.startswith("chk-") and choice[4:].isdigit():
-        return snapshot_for(storage, int(choice[4:]), None, "--from")
-    return snapshot_for(storage, None, choice, "--from")
 
 
 def check_rescalable(source: ValidCheckpoint, partitions: int) -> int:
@@ -141,7 +113,6 @@ def rescale(
     task) is returned when it rescaled the same source to the same count, and refused otherwise; files a
     killed attempt left without ``_metadata`` are deleted first.
     """
-    started, trigger_ms = time.monotonic(), now_ms()
     current = check_rescalable(source, partitions)
     rocksdb = rocksdb_state(source.metadata)
     if rocksdb:
@@ -150,94 +121,49 @@ def rescale(
             OFFLINE_REPARTITION,
             parse_version(spark.version),
         )
-    run_id = f"rescale-{uuid.uuid4().hex[:12]}"
-    trigger_id = trigger_id or f"rescale-{partitions}-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
-    folder = storage.savepoints.folder_for(trigger_id, target_directory)
-    if folder.exists():
-        return folder.url, _same_rescale(folder.validate().metadata, folder.url, source, partitions)
-    if folder.fs.exists(folder.path):
-        folder.discard()  # a killed attempt of this trigger id: never a completed savepoint (no _metadata)
-    with private_folder(f"rescale-{storage.job_name}") as private:
-        working = WorkingCopy(private, storage.job_name, run_id)
-        working.create()
-        materialize(source, working)
+
+    def rewrite(working: WorkingCopy) -> int:
         if rocksdb:
-            batch_id = repartition(spark, working.spark_location, partitions)
-        else:  # Spark has no repartition for this store: our own rewrite, at the source's batch
-            batch_id = source.metadata.batch_id
-            try:
-                rescale_working_folder(spark, Path(working.spark_path), batch_id, partitions)
-            except (HdfsRescaleError, UnsupportedKeyType, struct.error) as exc:
-                raise RescaleRefused(f"{source.url} cannot be rescaled: {exc}; nothing was saved") from None
-            except Exception as exc:  # the JVM's codec refusing a state file (a damaged or foreign stream)
-                first = spark_error_line(exc)
-                if first is None:
-                    raise
-                raise RescaleRefused(
-                    f"{source.url}: a state file could not be read: {first}; nothing was saved"
-                ) from None
-        snapshot_id = _reserve(storage, run_id, folder.url)
-        snap = capture(working, snapshot_id, batch_id, StoredFiles(), reuse=False)
+            return repartition(spark, working.spark_location, partitions)
+        # Spark has no repartition for this store: our own rewrite, at the source's batch.
+        rescale_hdfs_state(spark, source, working, partitions)
+        return source.metadata.batch_id
+
+    def check(snap: Capture) -> None:
         if snap.pinned_confs.get(SHUFFLE_PARTITIONS) != str(partitions):
             raise RescaleRefused(
-                f"the rescale of {source.url} left batch {batch_id} pinned at "
+                f"the rescale of {source.url} left its batch pinned at "
                 f"{snap.pinned_confs.get(SHUFFLE_PARTITIONS)} partitions, not {partitions}; nothing was saved"
             )
-        captured_ms = int((time.monotonic() - started) * 1000)
-        target = SavepointTarget(folder)
-        try:
-            uploaded = target.upload(snap, working, threading.Event(), lambda action: None)
-            total_ms = int((time.monotonic() - started) * 1000)
-            meta = CheckpointMetadata(
-                id=snapshot_id,
-                kind="savepoint",
-                job_name=storage.job_name,
-                run_id=run_id,
-                batch_id=batch_id,
-                trigger_timestamp_ms=trigger_ms,
-                completion_timestamp_ms=now_ms(),
-                checkpointing_mode=source.metadata.checkpointing_mode,
-                files=uploaded.entries,
-                state_bytes=sum(e.size for e in uploaded.entries if e.target.startswith("state/")),
-                bytes_written=uploaded.bytes_written,
-                durations_ms={"capture": captured_ms, "upload": total_ms - captured_ms, "total": total_ms},
-                source_offsets=snap.source_offsets,
-                restored_from={**RestorePoint(source).describe(), "rescaled_from_partitions": current},
-                fingerprint={**source.metadata.fingerprint, "pinned_confs": snap.pinned_confs},
-                spark_version=spark.version,
-                # The source's history: restoring the rescaled savepoint is restoring the source. Its staged
-                # output (a checkpoint whose publish a crash cut short) is published by that restore, as the
-                # source's own restore would.
-                lineage=source.metadata.history.with_range(snapshot_id, snapshot_id).to_json(),
-                staged_output=source.metadata.staged_output,
-            )
-            target.write_metadata(meta)
-        except BaseException:
-            target.discard(snapshot_id)
-            raise
-    return folder.url, meta
 
+    def same(found: CheckpointMetadata) -> bool:
+        return (found.restored_from or {}).get("path") == source.url and partition_count(found) == partitions
 
-def _same_rescale(
-    found: CheckpointMetadata, where: str, source: ValidCheckpoint, partitions: int
-) -> CheckpointMetadata:
-    """The completed savepoint of an earlier attempt, if it is this rescale; ``RescaleRefused`` otherwise."""
-    origin = found.restored_from or {}
-    if origin.get("path") == source.url and partition_count(found) == partitions:
-        return found
-    raise RescaleRefused(
-        f"{where} already holds a savepoint (of {origin.get('path')} at {partition_count(found)} partitions); a "
-        "savepoint is never overwritten: use another --trigger-id or --target-directory"
+    def refused(where: str, found: CheckpointMetadata) -> Exception:
+        return RescaleRefused(
+            f"{where} already holds a savepoint (of {(found.restored_from or {}).get('path')} at "
+            f"{partition_count(found)} partitions); a savepoint is never overwritten: use another --trigger-id "
+            "or --target-directory"
+        )
+
+    derivation = Derivation(
+        COMMAND, rewrite, {"rescaled_from_partitions": current}, same, refused, check, label=str(partitions)
     )
+    return derive_savepoint(spark, storage, source, derivation, target_directory, trigger_id)
 
 
-def _reserve(storage: JobFolder, run_id: str, location: str) -> int:
-    """A fresh id from the job's id record (checkpoints and savepoints share one counter, as in Flink)."""
-    for _ in range(20):
-        candidate = storage.next_checkpoint_id()
-        if storage.ids.reserve(candidate, kind="savepoint", run_id=run_id, target=location):
-            return candidate
-    raise CheckpointFormatError(f"no id could be reserved in {storage.location}: another writer takes every one")
+def rescale_hdfs_state(spark: Any, source: ValidCheckpoint, working: WorkingCopy, partitions: int) -> None:
+    """Our rewrite of the HDFS-backed store's state in ``working`` to ``partitions``; ``RescaleRefused`` for
+    state it cannot rescale (nothing is saved)."""
+    try:
+        rescale_working_folder(spark, Path(working.spark_path), source.metadata.batch_id, partitions)
+    except (HdfsRescaleError, UnsupportedKeyType, struct.error) as exc:
+        raise RescaleRefused(f"{source.url} cannot be rescaled: {exc}; nothing was saved") from None
+    except Exception as exc:  # the JVM's codec refusing a state file (a damaged or foreign stream)
+        first = spark_error_line(exc)
+        if first is None:
+            raise
+        raise RescaleRefused(f"{source.url}: a state file could not be read: {first}; nothing was saved") from None
 
 
 def main(argv: list[str], spark: Any = None) -> int:

@@ -168,7 +168,7 @@ def test_restore_paths_must_be_this_jobs_checkpoints(tmp_path: Path):
         with pytest.raises(CheckpointFormatError, match=message):
             storage.resolve_snapshot(bad)
     # The message names the option the path came in by: rescale's --from, the state command's --savepoint.
-    from spark_checkpoint_runtime.rescale import source_snapshot
+    from spark_checkpoint_runtime.derived_savepoint import source_snapshot
     from spark_checkpoint_runtime.state_inspection import snapshot_for
 
     half = str(tmp_path / "copied-half")
