@@ -3,7 +3,9 @@
 ``python -m spark_checkpoint_runtime savepoint|list|inspect ...`` are storage-only commands (see
 ``spark_checkpoint_runtime.admin``); ``python -m spark_checkpoint_runtime state ...`` reads a snapshot's state
 rows with Spark (see ``spark_checkpoint_runtime.state_inspection``); ``python -m spark_checkpoint_runtime
-rescale ...`` writes a savepoint whose state has another partition count (see ``spark_checkpoint_runtime.rescale``).
+rescale ...`` writes a savepoint whose state has another partition count (see ``spark_checkpoint_runtime.rescale``);
+``python -m spark_checkpoint_runtime transform ...`` writes a savepoint whose state rows a Python function changed
+(see ``spark_checkpoint_runtime.state_transform``).
 
 Exit status 0 on a clean finish; otherwise non-zero with a one-line reason on stderr:
 1 the job failed while running, 2 bad input (options, spec, pipeline, sink), 3 cannot restore,
@@ -39,6 +41,7 @@ from spark_checkpoint_runtime.sinks import SinkError
 from spark_checkpoint_runtime.spark_versions import UnsupportedSparkFeature
 from spark_checkpoint_runtime.state_files import UnsupportedStateStore
 from spark_checkpoint_runtime.state_inspection import COMMAND as STATE_COMMAND
+from spark_checkpoint_runtime.state_transform import COMMAND as TRANSFORM_COMMAND
 
 log = logging.getLogger("runtime")
 
@@ -62,6 +65,10 @@ def main(argv: list[str] | None = None, spark=None) -> int:
         from spark_checkpoint_runtime.rescale import main as rescale_main
 
         return rescale_main(argv[1:], spark)
+    if argv and argv[0] == TRANSFORM_COMMAND:
+        from spark_checkpoint_runtime.state_transform import main as transform_main
+
+        return transform_main(argv[1:], spark)
     try:
         options = parse_options(argv)
         faults.configure()

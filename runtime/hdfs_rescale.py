@@ -25,7 +25,7 @@ import os
 import shutil
 import struct
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -400,6 +400,40 @@ def rescale_operator(
     staging.rmdir()
     _rewrite_operator_metadata(operator, partitions)
     return keys
+
+
+def replace_store_state(
+    codec: StateFileCodec,
+    operator: Path,
+    store: str,
+    version: int,
+    partitions: int,
+    records: Iterable[tuple[int, bytes, bytes]],
+) -> int:
+    """Replace one store's state in every partition of ``operator`` by ``records`` (partition, key, value):
+    each partition's store folder then holds one ``<version>.snapshot``. Every record is written to a staging
+    folder first, so a failing source of records leaves the store as it was; the number of records written."""
+    staging = operator / f"_replace-{store or 'default'}"
+    if staging.exists():
+        shutil.rmtree(staging)
+    writers = [codec.open(staging / str(p) / f"{version}.snapshot") for p in range(partitions)]
+    written = 0
+    for partition, key, value in records:
+        writers[partition].add(key, value)
+        written += 1
+    for writer in writers:
+        writer.close()
+    for partition in range(partitions):
+        folder = operator / str(partition) / store
+        folder.mkdir(parents=True, exist_ok=True)
+        # The store's own files only: its schema (_metadata) and, for the default store, other stores' folders
+        # are directories. Unlinked, never written: the working folder hard-links the source's files.
+        for entry in list(folder.iterdir()):
+            if entry.is_file():
+                entry.unlink()
+        (staging / str(partition) / f"{version}.snapshot").rename(folder / f"{version}.snapshot")
+    shutil.rmtree(staging)
+    return written
 
 
 def rescale_working_folder(spark: Any, root: Path, batch_id: int, partitions: int) -> tuple[int, int]:

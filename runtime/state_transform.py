@@ -1,0 +1,387 @@
+"""Transform: a new savepoint whose state rows a Python function changed (Flink's State Processor API use case).
+
+    python -m spark_checkpoint_runtime transform --job-name J --checkpoint-root R
+        --from latest|chk-N|<savepoint name or path> --function MODULE:NAME|FILE.py:NAME
+        [--operator ID] [--store-name NAME] [--partitions N] [--target-directory D] [--trigger-id T] [--spec F]
+
+The function takes the store's state rows as a DataFrame, exactly as ``state`` reads them (``key``,
+``value``, ``partition_id``), and returns a DataFrame with the same ``key`` and ``value`` columns: filter out
+poisoned keys, fix values, or union rows built from a batch DataFrame to bootstrap state (the session is
+``rows.sparkSession``). Each returned row is written to the partition Spark's shuffle sends its key to, so
+``partition_id`` is ignored. With ``--partitions N`` the state is rescaled to N partitions first (as
+``rescale`` does) and the function's rows are written at N. The result is written as a savepoint of the job,
+as a rescale's is (``derived_savepoint``): the source is only read, and the savepoint's ``_metadata`` is
+written last. Restore it with ``--restore-from <printed path>``; the restore's compatibility pre-flight
+checks it as it checks any snapshot.
+
+The HDFS-backed store (Spark's default) on Spark 4.0+ (the state data source reads the rows). Refused with a
+clear error, before anything is saved: RocksDB state, rows with checksums (Spark 4.1+'s
+``rowChecksum.enabled``), state columns of a type that cannot be written here (arrays, maps, timestamps
+without time zone), a result whose columns differ from the input's, a null key, a key returned twice.
+
+Exit 0 with the savepoint's path as the last line on stdout; exit 2 with a one-line reason for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import struct
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from spark_checkpoint_runtime.derived_savepoint import (
+    Derivation,
+    add_source_arguments,
+    add_target_arguments,
+    derive_savepoint,
+    source_snapshot,
+)
+from spark_checkpoint_runtime.durations import format_bytes, format_duration
+from spark_checkpoint_runtime.errors import EXIT_BAD_INPUT, EXIT_JOB_FAILED, EXIT_OK
+from spark_checkpoint_runtime.hdfs_rescale import (
+    CODEC_CONF,
+    DEFAULT_CODEC,
+    ROW_CHECKSUM,
+    STRICT_DISTRIBUTION,
+    HdfsRescaleError,
+    StateFileCodec,
+    pinned_conf,
+    replace_store_state,
+    store_folders,
+)
+from spark_checkpoint_runtime.key_partitioning import UnsupportedKeyType, partition_of, read_row
+from spark_checkpoint_runtime.layout import CheckpointFormatError, CheckpointMetadata, JobFolder, ValidCheckpoint
+from spark_checkpoint_runtime.options import CommandParser, OptionsError, load_spec
+from spark_checkpoint_runtime.rescale import check_rescalable, rescale_hdfs_state, rocksdb_state
+from spark_checkpoint_runtime.snapshot import SHUFFLE_PARTITIONS, Capture
+from spark_checkpoint_runtime.spark_versions import UnsupportedSparkFeature, parse_version, require
+from spark_checkpoint_runtime.state_inspection import (
+    DEFAULT_STORE,
+    STATE_DATA_SOURCE,
+    local_session,
+    partition_count,
+    rows,
+    spark_error_line,
+)
+from spark_checkpoint_runtime.unsafe_rows import write_row
+from spark_checkpoint_runtime.working_copy import WorkingCopy
+
+COMMAND = "transform"
+WRITABLE_TYPES = {"boolean", "byte", "short", "integer", "long", "float", "double", "string", "binary", "date"}
+WRITABLE_TYPES |= {"timestamp", "null", "void"}  # NullType is "void" in its JSON since Spark 3.5
+
+StateFunction = Callable[[Any], Any]
+
+
+class TransformRefused(ValueError):
+    """The snapshot or the function's result cannot be written as asked (nothing was saved)."""
+
+
+def parser() -> argparse.ArgumentParser:
+    found = CommandParser(prog=f"python -m spark_checkpoint_runtime {COMMAND}", allow_abbrev=False)
+    add_source_arguments(found)
+    found.add_argument(
+        "--function",
+        required=True,
+        help="MODULE:NAME (importable) or FILE.py:NAME: takes the state rows as a DataFrame, returns the new rows",
+    )
+    found.add_argument("--operator", type=int, default=0, help="the stateful operator's id (default 0)")
+    found.add_argument("--store-name", default=DEFAULT_STORE, help="the operator's store (joins have four)")
+    found.add_argument("--partitions", type=int, help="rescale the state to this partition count first")
+    add_target_arguments(found)
+    return found
+
+
+def load_function(reference: str) -> StateFunction:
+    """The callable ``MODULE:NAME`` or ``FILE.py:NAME`` names; ``TransformRefused`` with the reason otherwise."""
+    where, _, name = reference.rpartition(":")
+    if not where or not name:
+        raise TransformRefused(f"--function {reference!r} must be MODULE:NAME or FILE.py:NAME")
+    try:
+        if where.endswith(".py"):
+            path = Path(where)
+            if not path.is_file():
+                raise TransformRefused(f"--function {reference!r}: no file {where}")
+            spec = importlib.util.spec_from_file_location(f"_state_transform_{path.stem}", path)
+            if spec is None or spec.loader is None:
+                raise TransformRefused(f"--function {reference!r}: {where} cannot be loaded as Python")
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(where)
+    except TransformRefused:
+        raise
+    except Exception as exc:  # the user's module failing to import is their input's error, said in one line
+        raise TransformRefused(f"--function {reference!r} could not be loaded: {type(exc).__name__}: {exc}") from None
+    function = getattr(module, name, None)
+    if not callable(function):
+        raise TransformRefused(f"--function {reference!r}: {where} has no function {name!r}")
+    return function
+
+
+def check_transformable(source: ValidCheckpoint) -> int:
+    """Refuse (``TransformRefused``) what cannot be transformed, before Spark starts; the partition count."""
+    meta = source.metadata
+    if not meta.fingerprint.get("operators"):
+        raise TransformRefused(f"{source.url} holds no state (its pipeline has no stateful operator)")
+    if rocksdb_state(meta):
+        raise TransformRefused(
+            f"{source.url} holds RocksDB state, which transform cannot write yet: it writes the HDFS-backed store's "
+            "files (Spark's default store)"
+        )
+    pinned = meta.fingerprint.get("pinned_confs") or {}
+    if str(pinned.get(ROW_CHECKSUM, "false")).lower() == "true":
+        raise TransformRefused(
+            f"{source.url} pins {ROW_CHECKSUM}=true: its state rows carry checksums, which transform cannot write yet"
+        )
+    if str(pinned.get(STRICT_DISTRIBUTION, "true")).lower() != "true":
+        raise TransformRefused(
+            f"{source.url} pins {STRICT_DISTRIBUTION}=false (it was started before Spark 3.3): where a new key "
+            "belongs cannot be known"
+        )
+    count = partition_count(meta)
+    if count is None:
+        raise TransformRefused(f"{source.url} records no partition count ({SHUFFLE_PARTITIONS})")
+    return count
+
+
+def transform(
+    spark: Any,
+    storage: JobFolder,
+    source: ValidCheckpoint,
+    function: StateFunction,
+    function_name: str,
+    operator: int = 0,
+    store: str = DEFAULT_STORE,
+    target_directory: str | None = None,
+    trigger_id: str | None = None,
+    partitions: int | None = None,
+) -> tuple[str, CheckpointMetadata]:
+    """Write the savepoint of ``source`` whose ``operator``/``store`` state is what ``function`` returns; its
+    location and ``_metadata`` (``restored_from`` names the function, the store and the rows written). With
+    ``partitions`` (another count than the source's) the state is rescaled to it first.
+
+    With ``trigger_id`` a completed savepoint of the same source, function and store is returned as it is.
+    """
+    current = check_transformable(source)
+    require("Transforming state (Spark's state data source)", STATE_DATA_SOURCE, parse_version(spark.version))
+    described: dict[str, Any] = {"transformed_with": function_name, "transformed_store": [operator, store]}
+    if partitions is not None and partitions != current:
+        check_rescalable(source, partitions)
+        described["rescaled_from_partitions"] = current
+    else:
+        partitions = current
+
+    def rewrite(working: WorkingCopy) -> int:
+        if partitions != current:
+            rescale_hdfs_state(spark, source, working, partitions)
+        try:
+            described["transformed_rows"] = _rewrite_store(
+                spark, source, working, function, operator, store, partitions
+            )
+        except (HdfsRescaleError, UnsupportedKeyType, struct.error) as exc:
+            raise TransformRefused(f"{source.url} cannot be transformed: {exc}; nothing was saved") from None
+        return source.metadata.batch_id
+
+    def same(found: CheckpointMetadata) -> bool:
+        origin = found.restored_from or {}
+        return origin.get("path") == source.url and all(origin.get(k) == v for k, v in described.items())
+
+    def refused(where: str, found: CheckpointMetadata) -> Exception:
+        origin = found.restored_from or {}
+        return TransformRefused(
+            f"{where} already holds a savepoint (of {origin.get('path')}, "
+            f"{origin.get('transformed_with') or 'not a transform'}); a savepoint is never overwritten: use "
+            "another --trigger-id or --target-directory"
+        )
+
+    def check(snap: Capture) -> None:
+        if snap.pinned_confs.get(SHUFFLE_PARTITIONS) != str(partitions):
+            raise TransformRefused(
+                f"the transform of {source.url} left its batch pinned at "
+                f"{snap.pinned_confs.get(SHUFFLE_PARTITIONS)} partitions, not {partitions}; nothing was saved"
+            )
+
+    derivation = Derivation(COMMAND, rewrite, described, same, refused, check)
+    return derive_savepoint(spark, storage, source, derivation, target_directory, trigger_id)
+
+
+def _rewrite_store(
+    spark: Any,
+    source: ValidCheckpoint,
+    working: WorkingCopy,
+    function: StateFunction,
+    operator: int,
+    store: str,
+    partitions: int,
+) -> int:
+    """Replace the store's state in the working folder by the function's rows; the number of rows."""
+    root = Path(working.spark_path)
+    batch_id = source.metadata.batch_id
+    found = rows(spark, working.schema_location, source, operator, store)
+    try:
+        result = function(found)
+    except Exception as exc:
+        if spark_error_line(exc) is not None:
+            raise  # Spark refusing what the function asked: said as Spark's refusal
+        raise TransformRefused(f"the function failed: {type(exc).__name__}: {exc}; nothing was saved") from None
+    key_fields, value_fields = _checked_result(found, result)
+    folders = {s.store or DEFAULT_STORE: s for s in store_folders(root / "state" / str(operator))}
+    folder = folders[store]
+    conf = pinned_conf(root, batch_id)
+    with tempfile.TemporaryDirectory(prefix="transform-scratch-", dir=root.parent) as scratch:
+        codec = StateFileCodec(spark, str(conf.get(CODEC_CONF) or DEFAULT_CODEC), Path(scratch))
+        records = _records(result, key_fields, value_fields, folder.partition_columns, partitions)
+        return replace_store_state(
+            codec, root / "state" / str(operator), folder.store, batch_id + 1, partitions, records
+        )
+
+
+def _checked_result(found: Any, result: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The key and value fields (JSON form) the result must have: the input's, whatever their nullability."""
+    if not hasattr(result, "schema") or not hasattr(result, "select"):
+        raise TransformRefused(f"the function returned {type(result).__name__}, not a DataFrame")
+    names = set(result.schema.fieldNames())
+    if not {"key", "value"} <= names:
+        raise TransformRefused(f"the function's DataFrame has columns {sorted(names)}; it needs 'key' and 'value'")
+    fields = []
+    for column in ("key", "value"):
+        expected, got = found.schema[column].dataType, result.schema[column].dataType
+        if expected.simpleString() != got.simpleString():
+            raise TransformRefused(
+                f"the function's {column!r} column is {got.simpleString()}; the state's is "
+                f"{expected.simpleString()} (cast it back)"
+            )
+        described = expected.jsonValue()["fields"]
+        _check_writable(described, column)
+        fields.append(described)
+    return fields[0], fields[1]
+
+
+def _check_writable(fields: list[dict[str, Any]], where: str) -> None:
+    for field in fields:
+        data_type = field["type"]
+        name = data_type if isinstance(data_type, str) else data_type.get("type")
+        path = f"{where}.{field['name']}"
+        if name == "struct":
+            _check_writable(data_type["fields"], path)
+        elif name not in WRITABLE_TYPES and not str(name).startswith("decimal"):
+            raise TransformRefused(f"the state column {path} is of type {name}, which transform cannot write yet")
+
+
+def _raw_column(column: Any, data_type: Any) -> Any:
+    """``column`` with dates as days and timestamps as microseconds (the stored integers), at any depth: Python's
+    datetime would pass through the local time zone and could shift a key's bytes."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import DateType, StructType, TimestampType
+
+    if isinstance(data_type, TimestampType):
+        return F.unix_micros(column)
+    if isinstance(data_type, DateType):
+        return F.unix_date(column)
+    if isinstance(data_type, StructType):
+        inner = [_raw_column(column.getField(f.name), f.dataType).alias(f.name) for f in data_type.fields]
+        return F.when(column.isNotNull(), F.struct(*inner))
+    return column
+
+
+def _stored(value: Any, data_type: Any) -> Any:
+    """A collected raw value in ``write_row``'s form (decimals as unscaled integers)."""
+    if value is None:
+        return None
+    name = data_type if isinstance(data_type, str) else data_type.get("type")
+    if name == "struct":
+        return [_stored(v, f["type"]) for v, f in zip(value, data_type["fields"], strict=True)]
+    if str(name).startswith("decimal"):
+        scale = int(str(name).rstrip(")").split(",")[1]) if "," in str(name) else 0
+        unscaled = Decimal(value).scaleb(scale)
+        if unscaled != unscaled.to_integral_value():
+            raise TransformRefused(f"the decimal {value} does not fit the state's {name}")
+        return int(unscaled)
+    if isinstance(value, bytearray):
+        return bytes(value)
+    return value
+
+
+def _records(
+    result: Any, key_fields: list[dict[str, Any]], value_fields: list[dict[str, Any]], columns: int, partitions: int
+) -> Iterator[tuple[int, bytes, bytes]]:
+    """Each result row as (partition, key bytes, value bytes); refuses a null key and a key given twice."""
+    key_type = {"type": "struct", "fields": key_fields}
+    value_type = {"type": "struct", "fields": value_fields}
+    raw = result.select(
+        _raw_column(result["key"], result.schema["key"].dataType).alias("key"),
+        _raw_column(result["value"], result.schema["value"].dataType).alias("value"),
+    )
+    types = [field["type"] for field in key_fields[:columns]]
+    seen: set[bytes] = set()
+    for row in raw.toLocalIterator():
+        if row["key"] is None:
+            raise TransformRefused("the function returned a row whose key is null")
+        key = write_row(_stored(row["key"], key_type), key_fields)
+        if key in seen:
+            raise TransformRefused(f"the function returned the key {row['key']} more than once")
+        seen.add(key)
+        value = None if row["value"] is None else _stored(row["value"], value_type)
+        if value is None:
+            raise TransformRefused(f"the function returned a null value for the key {row['key']}: drop the row")
+        # No key columns (a global aggregation): Spark keeps that state in partition 0.
+        target = partition_of(read_row(key, key_fields)[:columns], types, partitions) if columns else 0
+        yield target, key, write_row(value, value_fields)
+
+
+def main(argv: list[str], spark: Any = None) -> int:
+    """Run the ``transform`` command; returns the exit status."""
+    try:
+        args = parser().parse_args(argv)
+        options = (load_spec(args.spec).get("storage_options") or {}) if args.spec else {}
+        storage = JobFolder(args.checkpoint_root, args.job_name, options)
+        source = source_snapshot(storage, args.source)
+        if check_transformable(source) != args.partitions and args.partitions is not None:
+            check_rescalable(source, args.partitions)  # before Spark starts: bad input fails in a second
+        function = load_function(args.function)
+        spark = spark or local_session("checkpoint-transform")
+        location, meta = transform(
+            spark,
+            storage,
+            source,
+            function,
+            args.function,
+            args.operator,
+            args.store_name,
+            args.target_directory,
+            args.trigger_id,
+            args.partitions,
+        )
+    except (OptionsError, CheckpointFormatError, UnsupportedSparkFeature, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except FileNotFoundError as exc:  # checked complete, then gone: a running job's retention deleted it
+        print(
+            f"error: a file of {args.source!r} went away while the transform read it ({exc}); a running job's "
+            "retention deletes old checkpoints. Transform a savepoint (stop the job with one first), or retry",
+            file=sys.stderr,
+        )
+        return EXIT_JOB_FAILED
+    except Exception as exc:  # Spark refusing the state or the function's DataFrame (an analysis error)
+        first = spark_error_line(exc)
+        if first is None:
+            raise
+        print(f"error: Spark refused the transform of {args.source!r}: {first}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    origin = meta.restored_from or {}
+    print(
+        f"transformed {source.url} (batch {source.metadata.batch_id}) with {args.function}: savepoint {meta.id}, "
+        f"{origin.get('transformed_rows')} rows in operator {args.operator} store {args.store_name!r}"
+        f"{f' at {args.partitions} partitions' if 'rescaled_from_partitions' in origin else ''}, "
+        f"{format_bytes(meta.state_bytes)} of state, in {format_duration(meta.durations_ms['total'] / 1000)}",
+        file=sys.stderr,
+    )
+    print(location, flush=True)
+    return EXIT_OK

@@ -1,0 +1,196 @@
+"""``python -m spark_checkpoint_runtime transform``: a savepoint whose state rows a Python function changed, written
+over a local materialisation of our snapshot; the job restored from it continues from the changed state."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from spark_checkpoint_runtime import state_inspection, state_transform
+from spark_checkpoint_runtime.hdfs_rescale import StateFileCodec, load_version
+from spark_checkpoint_runtime.layout import JobFolder
+from spark_checkpoint_runtime.snapshot import materialize
+from spark_checkpoint_runtime.working_copy import WorkingCopy
+from tests.integration.test_state_stores import clean_state_confs, run_family  # noqa: F401 - a fixture
+from tests.support.helpers import published_rows
+from tests.support.state_matrix import FAMILIES
+from tests.support.transforms import BUMP, BUMPED, DROPPED
+
+pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("clean_state_confs")]
+
+FUNCTIONS = "tests.support.transforms"
+
+
+def _command(module, spark, capsys, root: Path, job: str, *more: str) -> tuple[int, list[str], str]:
+    code = module.main(["--job-name", job, "--checkpoint-root", str(root), *more], spark)
+    captured = capsys.readouterr()
+    return code, [line for line in captured.out.splitlines() if line.strip()], captured.err
+
+
+def _state_rows(spark, capsys, root: Path, job: str, *which: str) -> dict[str, int]:
+    argv = [*which, "--json", "--limit", "1000000"]
+    code, lines, err = _command(state_inspection, spark, capsys, root, job, *argv)
+    assert code == 0, err
+    return {row["key"]["key"]: row["value"]["count"] for row in map(json.loads, lines)}
+
+
+def _stored_state(spark, tmp_path: Path, root: Path, job: str, location: str) -> dict[tuple[str, int], dict]:
+    """Every store's state of a snapshot as Spark stored it: key bytes to value bytes, per operator folder and
+    partition (decompressed with the job's codec)."""
+    storage = JobFolder(str(root), job)
+    snapshot = storage.resolve_snapshot(location)
+    working = WorkingCopy(str(tmp_path / "read" / str(snapshot.metadata.id)), job, "read")
+    working.create()
+    materialize(snapshot, working)
+    codec = StateFileCodec(spark, "lz4", tmp_path)
+    version = snapshot.metadata.batch_id + 1
+    state = Path(working.spark_path) / "state"
+    found = {}
+    for operator in sorted(p for p in state.iterdir() if p.name.isdigit()):
+        for partition in sorted(p for p in operator.iterdir() if p.name.isdigit()):
+            stores = [partition] + [p for p in partition.iterdir() if p.is_dir() and p.name != "_metadata"]
+            for folder in stores:
+                if any(f.suffix in (".delta", ".snapshot") for f in folder.iterdir()):
+                    found[(str(folder.relative_to(state)), version)] = load_version(codec, folder, version)
+    return found
+
+
+def test_a_transformed_savepoint_drops_fixes_and_bootstraps_keys_and_the_job_continues_from_it(
+    spark, tmp_path, landing, capsys
+):
+    family, root, job = FAMILIES["aggregation"], tmp_path / "root", "counts"
+    landing.add_files(3)
+    first = run_family(spark, tmp_path, landing, family, "hdfs", job)
+    before = landing.counts_by_key()
+    assert DROPPED in before and BUMPED in before
+
+    code, lines, err = _command(state_transform, spark, capsys, root, job, "--function", f"{FUNCTIONS}:drop_and_bump")
+    assert code == 0, err
+    savepoint = lines[-1]
+    assert f"with {FUNCTIONS}:drop_and_bump" in err
+    meta = json.loads((Path(savepoint.removeprefix("file:")) / "_metadata").read_text())
+    assert meta["kind"] == "savepoint" and meta["batch_id"] == first["batch_id"]
+    assert meta["restored_from"]["transformed_with"] == f"{FUNCTIONS}:drop_and_bump"
+    assert meta["restored_from"]["transformed_rows"] == len(before) - 1
+    expected = {k: n + (BUMP if k == BUMPED else 0) for k, n in before.items() if k != DROPPED}
+    assert _state_rows(spark, capsys, root, job, "--savepoint", savepoint) == expected
+    # Every row sits in the partition Spark's shuffle looks for it in: a restored run's counts continue.
+    published = Counter(tuple(sorted(r.items())) for r in published_rows(tmp_path / "out"))
+    landing.add_files(3)
+    second = run_family(spark, tmp_path, landing, family, "hdfs", job, "--restore-from", savepoint)
+    assert second["restored_from"]["id"] == meta["id"]
+    new_rows = Counter(tuple(sorted(r.items())) for r in published_rows(tmp_path / "out")) - published
+    latest: dict[str, int] = {}
+    for row in map(dict, new_rows.elements()):
+        latest[row["key"]] = max(latest.get(row["key"], 0), row["count"])
+    totals = landing.counts_by_key()
+    added = {k: totals[k] - before.get(k, 0) for k in totals}
+    assert latest[DROPPED] == added[DROPPED], "the dropped key counts from zero again"
+    assert latest[BUMPED] == totals[BUMPED] + BUMP, "the fixed count goes on from the fixed value"
+    assert {k: n for k, n in latest.items() if k not in (DROPPED, BUMPED)} == {
+        k: totals[k] for k in latest if k not in (DROPPED, BUMPED)
+    }
+    assert len(latest) == len(totals)
+
+    # Bootstrapping, rescaled in the same step: a key built from a batch DataFrame joins the state, given as a
+    # file, at 6 partitions; the run restored from it continues every count from the savepoint's state.
+    code, lines, err = _command(
+        state_transform,
+        spark,
+        capsys,
+        root,
+        job,
+        "--function",
+        f"{Path(__file__).parents[1] / 'support' / 'transforms.py'}:bootstrap",
+        "--partitions",
+        "6",
+    )
+    assert code == 0 and "at 6 partitions" in err, err
+    rescaled = json.loads((Path(lines[-1].removeprefix("file:")) / "_metadata").read_text())
+    assert rescaled["fingerprint"]["pinned_confs"]["spark.sql.shuffle.partitions"] == "6"
+    assert rescaled["restored_from"]["rescaled_from_partitions"] == int(spark.conf.get("spark.sql.shuffle.partitions"))
+    seeded = _state_rows(spark, capsys, root, job, "--savepoint", lines[-1])
+    assert seeded == {**_state_rows(spark, capsys, root, job), "seeded": 7}
+    published = Counter(tuple(sorted(r.items())) for r in published_rows(tmp_path / "out"))
+    before_third, count = landing.counts_by_key(), spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", "6")
+    try:
+        landing.add_files(3)
+        run_family(spark, tmp_path, landing, family, "hdfs", job, "--restore-from", lines[-1])
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", count)
+    third: dict[str, int] = {}
+    for row in map(dict, (Counter(tuple(sorted(r.items())) for r in published_rows(tmp_path / "out")) - published)):
+        third[row["key"]] = max(third.get(row["key"], 0), row["count"])
+    totals = landing.counts_by_key()
+    assert third == {k: seeded[k] + totals[k] - before_third[k] for k in totals}
+
+
+@pytest.mark.parametrize(
+    "family_name",
+    [
+        "windowed-aggregation",  # a struct of timestamps in the key
+        pytest.param("dedup", marks=pytest.mark.matrix),
+        pytest.param("session-window", marks=pytest.mark.matrix),
+        pytest.param("dedup-within-watermark", marks=pytest.mark.matrix),
+    ],
+)
+def test_an_identity_transform_writes_the_state_byte_for_byte(spark, tmp_path, landing, capsys, family_name):
+    """Spark finds a key by its exact bytes: a key written differently would be counted again beside the old
+    one. Every key and value written from the rows Spark read must be the bytes Spark wrote."""
+    family, root, job = FAMILIES[family_name], tmp_path / "root", "stateful"
+    landing.add_files(3)
+    first = run_family(spark, tmp_path, landing, family, "hdfs", job)
+    code, lines, err = _command(state_transform, spark, capsys, root, job, "--function", f"{FUNCTIONS}:identity")
+    assert code == 0, err
+    source = str(root / job / f"chk-{first['checkpoint_id']}")
+    original = _stored_state(spark, tmp_path, root, job, source)
+    assert sum(len(state) for state in original.values()) > 0
+    assert _stored_state(spark, tmp_path, root, job, lines[-1]) == original
+
+    landing.add_files(2)
+    run_family(spark, tmp_path, landing, family, "hdfs", job, "--restore-from", lines[-1])
+    problems = family.check(tmp_path / "out", landing)
+    assert not problems, problems[:10]
+
+
+def test_what_cannot_be_transformed_is_refused_and_nothing_is_saved(spark, tmp_path, landing, capsys):
+    landing.add_files(2)
+    run_family(spark, tmp_path, landing, FAMILIES["aggregation"], "hdfs", "counts")
+    run_family(spark, tmp_path / "other", landing, FAMILIES["aggregation"], "rocksdb", "on-rocksdb")
+    root = tmp_path / "root"
+    savepoints = root / "counts" / "savepoints"
+
+    refusals = [
+        ("on-rocksdb", f"{FUNCTIONS}:identity", "holds RocksDB state"),
+        ("counts", "no_such_module_here:fn", "could not be loaded: ModuleNotFoundError"),
+        ("counts", f"{FUNCTIONS}:missing", "has no function 'missing'"),
+        ("counts", "identity", "must be MODULE:NAME or FILE.py:NAME"),
+        ("counts", f"{FUNCTIONS}:wrong_value_type", "'value' column is struct<count:string>"),
+        ("counts", f"{FUNCTIONS}:duplicate_keys", "more than once"),
+        ("counts", f"{FUNCTIONS}:fails", "the function failed: RuntimeError: poisoned row found"),
+    ]
+    for job, function, reason in refusals:
+        where = tmp_path / "other" / "root" if job == "on-rocksdb" else root
+        code, lines, err = _command(state_transform, spark, capsys, where, job, "--function", function)
+        assert code == 2 and reason in err, (function, err)
+        assert not lines
+    assert not savepoints.exists() or not any(savepoints.iterdir()), "a refused transform left a savepoint"
+
+    code, _, err = _command(
+        state_transform, spark, capsys, root, "counts", "--function", f"{FUNCTIONS}:identity", "--store-name", "left"
+    )
+    assert code == 2 and "has no state for operator 0 store 'left'" in err
+
+    # A trigger id names the savepoint: asked again (an Airflow retry) the same one comes back.
+    once = ["--function", f"{FUNCTIONS}:identity", "--trigger-id", "fix-1"]
+    code, lines, err = _command(state_transform, spark, capsys, root, "counts", *once)
+    assert code == 0 and lines[-1].endswith("/counts/savepoints/savepoint-fix-1"), err
+    code, again, err = _command(state_transform, spark, capsys, root, "counts", *once)
+    assert code == 0 and again[-1] == lines[-1], err
+    other = ["--function", f"{FUNCTIONS}:drop_and_bump", "--trigger-id", "fix-1"]
+    code, _, err = _command(state_transform, spark, capsys, root, "counts", *other)
+    assert code == 2 and "already holds a savepoint" in err

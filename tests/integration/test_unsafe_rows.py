@@ -1,0 +1,44 @@
+"""``unsafe_rows.write_row`` writes the very bytes Spark's ``UnsafeProjection`` writes: a state key is found by
+its bytes, so a transform's keys must match Spark's to the byte. Spark's own rows are the reference."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from spark_checkpoint_runtime.key_partitioning import read_row
+from spark_checkpoint_runtime.unsafe_rows import write_row
+
+pytestmark = pytest.mark.spark
+
+ROWS = [
+    "1 AS i, -7L AS l, CAST(-3 AS TINYINT) AS b, CAST(300 AS SMALLINT) AS s, true AS t, false AS f",
+    "'' AS empty, 'héllo' AS short, repeat('ab', 37) AS long, X'0102' AS bin, CAST(NULL AS STRING) AS nothing",
+    "CAST(2.5 AS FLOAT) AS f, CAST('NaN' AS DOUBLE) AS nan, -0.0D AS neg_zero, DATE'1960-02-02' AS before_epoch",
+    "TIMESTAMP'2024-01-01 00:00:00.123456' AS ts, CAST(NULL AS TIMESTAMP) AS no_ts",
+    "CAST(-12.34 AS DECIMAL(10,2)) AS small, CAST(12345678901234567890.12 AS DECIMAL(30,2)) AS large, "
+    "CAST(NULL AS DECIMAL(30,2)) AS no_large, CAST(-1 AS DECIMAL(38,0)) AS minus_one",
+    "named_struct('start', TIMESTAMP'2024-01-01 00:00:00', 'end', CAST(NULL AS TIMESTAMP)) AS window, "
+    "named_struct('a', named_struct('b', 'deep', 'c', 1)) AS nested, CAST(NULL AS STRUCT<x: INT>) AS no_struct",
+    ", ".join(f"{n} AS c{n}" if n % 3 else f"CAST(NULL AS INT) AS c{n}" for n in range(70)),  # two bitset words
+    "CAST(NULL AS VOID) AS dummy",
+]
+
+
+@pytest.mark.parametrize("columns", ROWS, ids=lambda text: text.split(" AS ")[-1].split(",")[0][:20])
+def test_rows_written_from_their_values_are_sparks_bytes(spark, columns):
+    found = spark.sql(f"SELECT {columns}")
+    stored = found._jdf.queryExecution().toRdd().first()  # the row as Spark's projection wrote it
+    assert stored.getClass().getSimpleName() == "UnsafeRow"
+    data = bytes(stored.getBytes())
+    fields = json.loads(found.schema.json())["fields"]
+    values = read_row(data, fields)
+    assert write_row(values, fields) == data
+
+
+def test_strings_and_large_decimals_are_taken_as_python_values_too(spark):
+    found = spark.sql("SELECT 'naïve' AS s, CAST(-98765432109876543210 AS DECIMAL(25,0)) AS d")
+    data = bytes(found._jdf.queryExecution().toRdd().first().getBytes())
+    fields = json.loads(found.schema.json())["fields"]
+    assert write_row(["naïve", -98765432109876543210], fields) == data

@@ -1,0 +1,40 @@
+"""State functions for ``transform`` tests: each takes a store's rows (``key``, ``value``, ``partition_id``)."""
+
+from __future__ import annotations
+
+from pyspark.sql import functions as F
+
+DROPPED, BUMPED, BUMP = "k1", "k2", 1000
+
+
+def identity(rows):
+    """Every row as it is: the savepoint's state must be byte for byte the source's."""
+    return rows
+
+
+def drop_and_bump(rows):
+    """Drop a poisoned key and fix another's count (``running_counts``' state: key ``key``, value ``count``)."""
+    kept = rows.where(F.col("key.key") != DROPPED)
+    fixed = F.when(F.col("key.key") == BUMPED, F.struct((F.col("value.count") + BUMP).alias("count")))
+    return kept.withColumn("value", fixed.otherwise(F.col("value")))
+
+
+def bootstrap(rows):
+    """Add a key no event has had, built from a batch DataFrame: the running count starts from it."""
+    spark = rows.sparkSession
+    seeded = spark.createDataFrame([("seeded", 7)], "k string, n long").select(
+        F.struct(F.col("k").alias("key")).alias("key"), F.struct(F.col("n").alias("count")).alias("value")
+    )
+    return rows.select("key", "value").unionByName(seeded)
+
+
+def wrong_value_type(rows):
+    return rows.withColumn("value", F.struct(F.col("value.count").cast("string").alias("count")))
+
+
+def duplicate_keys(rows):
+    return rows.unionByName(rows)
+
+
+def fails(rows):
+    raise RuntimeError("poisoned row found")
