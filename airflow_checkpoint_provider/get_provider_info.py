@@ -36,6 +36,7 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "airflow_checkpoint_provider.operators.streaming_job",
                     "airflow_checkpoint_provider.operators.rescale",
+                    "airflow_checkpoint_provider.operators.transform",
                     "airflow_checkpoint_provider.operators.retention",
                     "airflow_checkpoint_provider.operators.savepoint",
                     "airflow_checkpoint_provider.operators.stopping",

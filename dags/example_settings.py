@@ -55,6 +55,25 @@ def job_params(job_name: str, output: str) -> dict[str, Param]:
     }
 
 
+def running_job_params() -> dict[str, Param]:
+    """The params of a DAG that restarts the running job: its pipeline and output mode, as it runs them."""
+    return {
+        "pipeline": Param(
+            "examples.pipelines:running_counts",
+            type="string",
+            title="Pipeline",
+            description="module:function returning the job's streaming DataFrame (the one that is running).",
+        ),
+        "output_mode": Param(
+            "update",
+            type="string",
+            enum=["append", "update", "complete"],
+            title="Output mode",
+            description="How the job writes its output: update for running counts.",
+        ),
+    }
+
+
 def spark_conf(landing: str) -> dict[str, str]:
     """Spark confs for the example pipelines: where events land, small settings for local mode."""
     return {"spark.example.landing": landing, "spark.sql.shuffle.partitions": "4", "spark.ui.enabled": "false"}

@@ -22,7 +22,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from airflow.sdk import DAG, Param
-from example_settings import EXAMPLES_PACKAGE, job_params, spark_conf
+from example_settings import EXAMPLES_PACKAGE, job_params, running_job_params, spark_conf
 
 from airflow_checkpoint_provider.operators import CheckpointedStreamingJobOperator, RescaleOperator, SavepointOperator
 from airflow_checkpoint_provider.sensors import CheckpointSensor
@@ -47,19 +47,7 @@ with DAG(
             title="New partition count",
             description="The job's new spark.sql.shuffle.partitions: its state is moved to this many partitions.",
         ),
-        "pipeline": Param(
-            "examples.pipelines:running_counts",
-            type="string",
-            title="Pipeline",
-            description="module:function returning the job's streaming DataFrame (the one that is running).",
-        ),
-        "output_mode": Param(
-            "update",
-            type="string",
-            enum=["append", "update", "complete"],
-            title="Output mode",
-            description="How the job writes its output: update for running counts.",
-        ),
+        **running_job_params(),
     },
 ) as dag:
     take_savepoint = SavepointOperator(

@@ -1,4 +1,5 @@
-"""Operators: run a checkpointed job, restore it, take savepoints, rescale, stop it, enforce retention."""
+"""Operators: run a checkpointed job, restore it, take savepoints, rescale or transform state, stop it, enforce
+retention."""
 
 from airflow_checkpoint_provider.operators.rescale import RescaleOperator
 from airflow_checkpoint_provider.operators.retention import CheckpointRetentionOperator
@@ -8,6 +9,7 @@ from airflow_checkpoint_provider.operators.streaming_job import (
     CheckpointedStreamingJobOperator,
     RestoreFromCheckpointOperator,
 )
+from airflow_checkpoint_provider.operators.transform import TransformStateOperator
 
 __all__ = [
     "CheckpointedStreamingJobOperator",
@@ -16,4 +18,5 @@ __all__ = [
     "RestoreFromCheckpointOperator",
     "SavepointOperator",
     "StopStreamingJobOperator",
+    "TransformStateOperator",
 ]

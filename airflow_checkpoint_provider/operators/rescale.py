@@ -2,24 +2,22 @@
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-from airflow.sdk import BaseOperator, Context
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
-
-from airflow_checkpoint_provider.failures import definitive_arguments
-from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
-from airflow_checkpoint_provider.hooks.streaming_job import StreamingJobHook
-from airflow_checkpoint_provider.operators.task_keys import task_instance_name
-from spark_checkpoint_runtime.errors import EXIT_BAD_INPUT
-from spark_checkpoint_runtime.fingerprint import snapshot_state_store
-from spark_checkpoint_runtime.layout import CheckpointFormatError, key_from
+from airflow_checkpoint_provider.operators.derived_savepoint import DerivedSavepointOperator
+from spark_checkpoint_runtime.layout import CheckpointMetadata
 
 
-class RescaleOperator(BaseOperator):
+def partition_count(value: int | str | None, name: str = "partitions") -> int:
+    """A partition count given to an operator (a DAG param arrives as text); ``ValueError`` below 1."""
+    count = int(str(value).strip())
+    if count < 1:
+        raise ValueError(f"{name} must be at least 1, not {count}")
+    return count
+
+
+class RescaleOperator(DerivedSavepointOperator):
     """Write a savepoint of the job whose state has ``partitions`` partitions (the runtime's ``rescale``).
 
     A stateful Spark query's partition count (``spark.sql.shuffle.partitions``) is fixed by its first
@@ -50,18 +48,8 @@ class RescaleOperator(BaseOperator):
     :param storage_conn_id: ``checkpoint_storage`` connection with fsspec storage options, if needed.
     """
 
-    template_fields: Sequence[str] = (
-        "job_name",
-        "partitions",
-        "source",
-        "checkpoint_root",
-        "target_directory",
-        "conn_id",
-        "conf",
-        "env_vars",
-    )
-    template_fields_renderers = {"conf": "json", "env_vars": "json"}
-    ui_color = "#e8eaf6"
+    command = "rescale"
+    template_fields: Sequence[str] = (*DerivedSavepointOperator.shared_template_fields, "partitions")
 
     def __init__(
         self,
@@ -77,64 +65,21 @@ class RescaleOperator(BaseOperator):
         storage_conn_id: str | None = None,
         **kwargs: Any,
     ):
-        super().__init__(**kwargs)
-        self.job_name = job_name
+        super().__init__(
+            job_name=job_name,
+            source=source,
+            checkpoint_root=checkpoint_root,
+            target_directory=target_directory,
+            conn_id=conn_id,
+            conf=conf,
+            env_vars=env_vars,
+            storage_conn_id=storage_conn_id,
+            **kwargs,
+        )
         self.partitions = partitions
-        self.source = source
-        self.checkpoint_root = checkpoint_root
-        self.target_directory = target_directory
-        self.conn_id = conn_id
-        self.conf = conf or {}
-        self.env_vars = env_vars or {}
-        self.storage_conn_id = storage_conn_id
 
-    def trigger_id(self, context: Context) -> str:
-        """The savepoint's name: one per task instance, the same for every try (so a retry finds it)."""
-        return key_from(f"rescale.{task_instance_name(context)}")
+    def command_args(self) -> list[str]:
+        return ["--partitions", str(partition_count(self.partitions))]
 
-    def execute(self, context: Context) -> str:
-        storage_hook = CheckpointStorageHook(self.storage_conn_id)
-        with definitive_arguments(f"rescale of job {self.job_name!r}"):
-            partitions = int(str(self.partitions).strip())
-            if partitions < 1:
-                raise ValueError(f"partitions must be at least 1, not {partitions}")
-            self.checkpoint_root = storage_hook.root(self.checkpoint_root)
-            storage = storage_hook.storage(self.checkpoint_root, self.job_name)
-        trigger_id = self.trigger_id(context)
-        args = ["rescale", "--job-name", self.job_name, "--checkpoint-root", self.checkpoint_root]
-        args += ["--from", str(self.source).strip() or "latest", "--partitions", str(partitions)]
-        args += ["--trigger-id", trigger_id]
-        if self.target_directory:
-            args += ["--target-directory", self.target_directory]
-        hook = StreamingJobHook(
-            conn_id=self.conn_id, conf=self.conf, env_vars=self.env_vars, name=f"rescale:{self.job_name}"
-        )
-        with tempfile.TemporaryDirectory(prefix="checkpoint-rescale-") as workdir:
-            try:
-                hook.submit(args, storage_hook.storage_options(), Path(workdir))
-            except AirflowException as exc:
-                returncode = hook.process.returncode if hook.process is not None else None
-                # Bad input (a snapshot that cannot be rescaled as asked): no retry helps. Its reason is the
-                # last line of the task log above.
-                if returncode == EXIT_BAD_INPUT:
-                    raise AirflowFailException(f"rescale of job {self.job_name!r} refused: {exc}") from exc
-                raise
-        folder = storage.savepoints.folder_for(trigger_id, self.target_directory or None)
-        try:
-            meta = folder.validate().metadata
-        except CheckpointFormatError as exc:
-            raise AirflowException(f"rescale of job {self.job_name!r} ended without its savepoint: {exc}") from exc
-        self.log.info(
-            "job %r rescaled to %d partitions: savepoint %d (batch %d) at %s",
-            self.job_name,
-            partitions,
-            meta.id,
-            meta.batch_id,
-            folder.url,
-        )
-        context["ti"].xcom_push(key="savepoint_id", value=meta.id)
-        context["ti"].xcom_push(key="batch_id", value=meta.batch_id)
-        # The job restored from it must name the same state store (a switch is refused): give it the class.
-        provider = snapshot_state_store(meta.fingerprint).get("provider_class")
-        context["ti"].xcom_push(key="state_store_provider", value=provider)
-        return folder.url
+    def describe(self, meta: CheckpointMetadata) -> str:
+        return f"rescaled to {partition_count(self.partitions)} partitions"

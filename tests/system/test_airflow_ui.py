@@ -39,7 +39,13 @@ from tests.support.ui import Screenshots, fill_form, headless_chromium, open_tri
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-EXAMPLE_DAGS = ("scheduled_streaming", "restore_automation", "upgrade_with_savepoint", "rescale_with_savepoint")
+EXAMPLE_DAGS = (
+    "scheduled_streaming",
+    "restore_automation",
+    "upgrade_with_savepoint",
+    "rescale_with_savepoint",
+    "transform_state_with_savepoint",
+)
 # The shape of the bug the UI review found: a required string param whose default is empty.
 EMPTY_DEFAULT_DAG = """
 from datetime import datetime

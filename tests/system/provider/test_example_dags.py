@@ -196,3 +196,33 @@ def test_rescale_with_savepoint(tmp_path: Path, landing: Landing, store: str):
         == ("RocksDB" if store == "rocksdb" else "HDFSBacked") + "StateStoreProvider"
     )
     assert final_counts(tmp_path / "out") == landing.counts_by_key(), "the counts continued exactly across the rescale"
+
+
+def test_transform_state_with_savepoint(tmp_path: Path, landing: Landing):
+    """The running job stops with a savepoint; the example function, shipped with the examples package,
+    drops one key's state; the job restarts from the transformed savepoint and counts that key from zero
+    while every other count continues exactly."""
+    landing.add_files(4)
+    v1 = _start_v1(tmp_path, landing)
+    landing.add_files(2)
+    conf = {**_upgrade_conf(tmp_path, landing, "examples.pipelines:running_counts"), "drop_keys": "k1"}
+    del conf["new_pipeline"], conf["stop"], conf["restore_source"]
+    run = load_dag("transform_state_with_savepoint").test(run_conf=conf)
+    assert v1.wait(timeout=120) == 0, v1.stderr.read()[-3000:]
+    assert set(task_states(run).values()) == {"success"}, task_states(run)
+    transformed = xcom(run, "transform")
+    new_run = xcom(run, "run_transformed")
+    assert new_run["restored_from"]["path"] == transformed and new_run["restored_from"]["kind"] == "savepoint"
+    assert xcom(run, "confirm_first_checkpoint")["checkpoint_id"] == new_run["checkpoint_id"]
+    storage = JobFolder(str(tmp_path / "root"), "counts")
+    origin = storage.resolve_snapshot(transformed).metadata.restored_from
+    assert origin["path"] == xcom(run, "take_savepoint")
+    assert origin["transformed_with"] == "examples.state_functions:drop_keys" and origin["transformed_store"] == [
+        0,
+        "default",
+    ]
+    # Every key but the dropped one is in the transformed state, and its count went on exactly.
+    expected = landing.counts_by_key()
+    assert origin["transformed_rows"] == len(expected) - 1
+    latest = final_counts(tmp_path / "out")
+    assert {k: latest[k] for k in expected if k != "k1"} == {k: n for k, n in expected.items() if k != "k1"}
