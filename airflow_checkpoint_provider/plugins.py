@@ -8,28 +8,27 @@ from airflow_checkpoint_provider.ui.app import app
 
 
 class CheckpointsPlugin(AirflowPlugin):
-    """Mounts the pages under ``/checkpoints/`` and adds "Checkpoints" to the UI's navigation and as a tab on each
-    DAG's and task instance's page (shown in a frame).
+    """Mounts the pages under ``/checkpoints/`` and adds "Checkpoints" to the UI's navigation (the pages, in a
+    frame) and as a tab on each DAG's and task instance's page (a React app rendered by Airflow's UI itself).
 
     Configure the roots the pages list with ``[checkpoint_provider] roots``.
     """
 
     name = "checkpoint_provider"
     fastapi_apps = [{"app": app, "url_prefix": "/checkpoints", "name": "Checkpoints"}]
-    # The UI fills in {DAG_ID} and {TASK_ID}: a "Checkpoints" tab on every DAG and task instance page. Each view
-    # needs a url_route of its own: the UI finds a plugin page by its route alone.
     external_views = [
         {"name": "Checkpoints", "href": "/checkpoints/", "destination": "nav", "url_route": "checkpoints"},
+    ]
+    # A "Checkpoints" tab on every DAG and task instance page, drawn with Airflow's own React and Chakra UI. The
+    # bundle URL is relative: the UI resolves it against its base URL, so a path prefix works. Each tab needs a
+    # url_route of its own (the UI finds a plugin page by its route alone); both share the name, which is the tab's
+    # label and the global the bundle's component is found under.
+    react_apps = [
         {
             "name": "Checkpoints",
-            "href": "/checkpoints/dags/{DAG_ID}",
-            "destination": "dag",
-            "url_route": "dag-checkpoints",
-        },
-        {
-            "name": "Checkpoints",
-            "href": "/checkpoints/dags/{DAG_ID}/tasks/{TASK_ID}",
-            "destination": "task_instance",
-            "url_route": "task-checkpoints",
-        },
+            "bundle_url": "checkpoints/static/checkpoints-tab.js",
+            "destination": destination,
+            "url_route": route,
+        }
+        for destination, route in (("dag", "dag-checkpoints"), ("task_instance", "task-checkpoints"))
     ]

@@ -15,11 +15,12 @@ import asyncio
 import dataclasses
 import json
 import time
+from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote
 
 from fastapi import Depends, FastAPI, Form, HTTPException, Request
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse
 
 from airflow_checkpoint_provider.redaction import public_url
 from airflow_checkpoint_provider.ui import dag_jobs as dag_jobs_module
@@ -27,6 +28,8 @@ from airflow_checkpoint_provider.ui import pages, views
 from airflow_checkpoint_provider.ui.reader import read
 from airflow_checkpoint_provider.ui.roots import ConfiguredRoot, configured_roots
 from spark_checkpoint_runtime.layout import CheckpointFormatError, key_from, validate_key
+
+STATIC = Path(__file__).with_name("static")
 
 
 async def _user(request: Request) -> Any:
@@ -237,19 +240,8 @@ async def job_list(user: User) -> str:
     return pages.job_list_page(shown, _shown(roots), errors if readable is None else [])
 
 
-@app.get("/dags/{dag_id}", response_class=HTMLResponse)
-async def dag_jobs(dag_id: str, user: User) -> str:
-    """The "Checkpoints" tab of a DAG's page: the jobs its tasks run."""
-    return await _named_jobs_page(user, dag_id, None, "../")
-
-
-@app.get("/dags/{dag_id}/tasks/{task_id}", response_class=HTMLResponse)
-async def task_jobs(dag_id: str, task_id: str, user: User) -> str:
-    """The "Checkpoints" tab of a task instance: the job the task runs or watches."""
-    return await _named_jobs_page(user, dag_id, task_id, "../../../")
-
-
-async def _named_jobs_page(user: Any, dag_id: str, task_id: str | None, href_prefix: str) -> str:
+async def _named_jobs(user: Any, dag_id: str, task_id: str | None) -> dict[str, Any]:
+    """The jobs a DAG's tasks (or one task) name, as rows of the job list, with the lines that say so."""
     if not await asyncio.to_thread(_allowed, user, "GET", dag_id):
         raise HTTPException(403, f"viewing the checkpoints of DAG {dag_id!r} needs read access to it")
     named = await asyncio.to_thread(dag_jobs_module.named_jobs, dag_id, task_id)
@@ -258,19 +250,18 @@ async def _named_jobs_page(user: Any, dag_id: str, task_id: str | None, href_pre
         errors = []  # a root's read errors name other DAGs' jobs: only who reads every DAG sees them, as on the list
     where = f"task {task_id!r} of DAG {dag_id!r}" if task_id else f"DAG {dag_id!r}"
     names = ", ".join(sorted({job.job_name for job in named}))
-    return pages.job_list_page(
-        dag_jobs_module.rows_of(named, rows, roots),
-        _shown(roots),
-        errors,
-        scope=f"Jobs {where} runs: {names}" if named else "",
-        href_prefix=href_prefix,
-        none_found=(
+    return {
+        "roots": roots,
+        "jobs": dag_jobs_module.rows_of(named, rows, roots),
+        "errors": errors,
+        "scope": f"Jobs {where} runs: {names}" if named else "",
+        "none_found": (
             f"{where[0].upper()}{where[1:]} names no checkpointed job (or names it with a template that needs the "
             "run's context)."
             if not named
             else f"No job named by {where} under the configured roots yet ({names})."
         ),
-    )
+    }
 
 
 @app.get("/jobs/{root_index}/{job_name}", response_class=HTMLResponse)
@@ -319,6 +310,26 @@ async def api_jobs(user: User) -> JSONResponse:
     shown = await asyncio.to_thread(_visible, rows, roots, readable)
     errors = errors if readable is None else []  # an error line names jobs the user may not see
     return JSONResponse({"roots": [r.__dict__ for r in _shown(roots)], "jobs": shown, "errors": errors})
+
+
+@app.get("/api/dags/{dag_id}")
+async def api_dag_jobs(dag_id: str, user: User) -> JSONResponse:
+    """The jobs a DAG's tasks name (what its "Checkpoints" tab shows)."""
+    found = await _named_jobs(user, dag_id, None)
+    return JSONResponse({**found, "roots": [r.__dict__ for r in _shown(found["roots"])]})
+
+
+@app.get("/api/dags/{dag_id}/tasks/{task_id}")
+async def api_task_jobs(dag_id: str, task_id: str, user: User) -> JSONResponse:
+    """The job one task names (what a task instance's "Checkpoints" tab shows)."""
+    found = await _named_jobs(user, dag_id, task_id)
+    return JSONResponse({**found, "roots": [r.__dict__ for r in _shown(found["roots"])]})
+
+
+@app.get("/static/checkpoints-tab.js")
+async def tab_bundle() -> FileResponse:
+    """The "Checkpoints" tab's React app (code only, no data: served without a login, as Airflow's own bundles)."""
+    return FileResponse(STATIC / "checkpoints-tab.js", media_type="text/javascript")
 
 
 @app.get("/api/jobs/{root_index}/{job_name}")

@@ -54,10 +54,9 @@ def _page(title: str, body: str) -> str:
     )
 
 
-def job_href(row: dict[str, Any], prefix: str = "") -> str:
-    """The job page's link, relative (``prefix`` climbs from a page deeper than ``/checkpoints/``), so that it
-    works under any ``[api] base_url`` path."""
-    return f"{prefix}jobs/{row['root_index']}/{quote(row['job_name'])}"
+def job_href(row: dict[str, Any]) -> str:
+    """The job page's link, relative to ``/checkpoints/``, so that it works under any ``[api] base_url`` path."""
+    return f"jobs/{row['root_index']}/{quote(row['job_name'])}"
 
 
 def _age(seconds: float | None) -> str:
@@ -69,16 +68,8 @@ def _health(health: dict[str, Any]) -> str:
     return f'<span class="{escape(state.replace(" ", "-"))}" data-health="{escape(state)}">{escape(state)}</span>'
 
 
-def job_list_page(
-    rows: list[dict[str, Any]],
-    roots: list[Any],
-    errors: list[str],
-    *,
-    scope: str = "",
-    href_prefix: str = "",
-    none_found: str = "No jobs under these roots yet.",
-) -> str:
-    """Every job under the configured roots, one row each; ``scope`` says which of them (a DAG's, a task's)."""
+def job_list_page(rows: list[dict[str, Any]], roots: list[Any], errors: list[str]) -> str:
+    """Every job under the configured roots that the user may see, one row each."""
     if not roots:
         body = (
             "<h1>Checkpoints</h1><p>No checkpoint roots are configured. Set <code>[checkpoint_provider] roots</code> "
@@ -88,7 +79,6 @@ def job_list_page(
         return _page("Checkpoints", body)
     lines = [
         "<h1>Checkpoints</h1>",
-        f"<p id='scope'>{escape(scope)}</p>" if scope else "",
         "<p class='note'>Roots: " + ", ".join(f"[{r.index}] {escape(r.url)}" for r in roots) + "</p>",
         *(f"<p class='damaged'>{escape(e)}</p>" for e in errors),
         "<table id='jobs'><tr><th>Job</th><th>Root</th><th>Health</th><th>Latest valid checkpoint</th>"
@@ -97,7 +87,7 @@ def job_list_page(
     for row in rows:
         latest = row["latest_checkpoint_id"]
         lines.append(
-            f"<tr data-job='{escape(row['job_name'])}'><td><a href='{escape(job_href(row, href_prefix))}'>"
+            f"<tr data-job='{escape(row['job_name'])}'><td><a href='{escape(job_href(row))}'>"
             f"{escape(row['job_name'])}</a></td><td>{row['root_index']}</td><td>{_health(row['health'])}</td>"
             f"<td>{'' if latest is None else f'chk-{latest}'}</td>"
             f"<td>{escape(row['latest_completed'] or '')} {escape(_age(row['health']['age_seconds']))}</td>"
@@ -106,7 +96,7 @@ def job_list_page(
         )
     lines.append("</table>")
     if not rows:
-        lines.append(f"<p id='none-found'>{escape(none_found)}</p>")
+        lines.append("<p id='none-found'>No jobs under these roots yet.</p>")
     return _page("Checkpoints", "".join(lines))
 
 

@@ -9,7 +9,6 @@ and a viewer may look but not take a savepoint. Screenshots of both pages go to 
 
 from __future__ import annotations
 
-import html
 import json
 import signal
 import subprocess
@@ -121,7 +120,8 @@ def add_connection_from_the_form(browser, airflow: LocalAirflow, shots: Screensh
     dialog.find_element(By.NAME, "password").send_keys("form-secret-1")
     button(dialog, "Extra Fields").click()
     endpoint = wait_until(lambda: dialog.find_element(By.NAME, "element_endpoint_url"), 30, "the Endpoint URL field")
-    assert "Endpoint URL" in dialog.text and "Region" in dialog.text, dialog.text
+    # The extra fields render one after another: wait for the last one's label too.
+    wait_until(lambda: "Endpoint URL" in dialog.text and "Region" in dialog.text, 30, "the extra fields' labels")
     endpoint.send_keys("http://minio:9000")
     shots.take(browser, "checkpoint-storage-connection-form")
     button(dialog, "Save").click()
@@ -141,6 +141,16 @@ def table_rows(browser, table_id: str) -> dict[int, dict[str, str]]:
         if cells and cells[0]:
             rows[int(cells[0])] = dict(zip(headers, cells, strict=True))
     return rows
+
+
+def _brightness(css_color: str) -> float:
+    """A computed CSS color's lightness from 0 to 1: ``oklch(L C H)`` (Chakra UI's tokens) or ``rgb(r, g, b)``."""
+    inner = css_color[css_color.index("(") + 1 : css_color.index(")")]
+    if css_color.startswith("oklch"):
+        first = inner.split()[0]
+        return float(first[:-1]) / 100 if first.endswith("%") else float(first)
+    red, green, blue = (float(part) for part in inner.replace(",", " ").split()[:3])
+    return (red + green + blue) / 3 / 255
 
 
 def test_checkpoint_pages_show_history_savepoints_and_damage_behind_airflows_auth(tmp_path: Path, landing: Landing):
@@ -229,35 +239,47 @@ def test_checkpoint_pages_show_history_savepoints_and_damage_behind_airflows_aut
             )
 
         wait_until(tab, 60, "the DAG's Checkpoints tab").click()
-        browser.switch_to.frame(wait_until(lambda: browser.find_element(By.TAG_NAME, "iframe"), 60, "the tab's frame"))
-        row = wait_until(lambda: browser.find_element(By.CSS_SELECTOR, "tr[data-job='orders']"), 60, "the DAG's job")
+        # Drawn by Airflow's own UI (a React app plugin with its React and Chakra UI), not in a frame.
+        row = wait_until(
+            lambda: browser.find_element(By.CSS_SELECTOR, "#checkpoints-tab tr[data-job='orders']"), 60, "the DAG's job"
+        )
+        assert not browser.find_elements(By.TAG_NAME, "iframe"), "the tab is Airflow's own page, not a frame"
         assert "DAG 'orders_job' runs: orders" in browser.find_element(By.ID, "scope").text
         assert len(browser.find_elements(By.CSS_SELECTOR, "tr[data-job]")) == 1, "only the jobs the DAG names"
+        assert row.find_element(By.CSS_SELECTOR, "[data-health]").text == "healthy"
+        assert "yes (holds the lease)" in row.text
         shots.take(browser, "checkpoints-dag-tab")
-        light = browser.execute_script("return getComputedStyle(document.body).backgroundColor")
-        # Airflow in dark mode (its stored choice, as its own toggle sets it): the framed page follows.
-        browser.switch_to.default_content()
+        cell_color = "return getComputedStyle(document.querySelector('#checkpoints-tab td')).color"
+        light = browser.execute_script(cell_color)
+        # Airflow in dark mode (its stored choice, as its own toggle sets it): the tab follows Airflow's theme.
         browser.execute_script("localStorage.setItem('theme', 'dark')")
         browser.refresh()
         wait_until(lambda: "dark" in browser.find_element(By.TAG_NAME, "html").get_attribute("class"), 30, "dark mode")
-        browser.switch_to.frame(wait_until(lambda: browser.find_element(By.TAG_NAME, "iframe"), 60, "the tab's frame"))
-        row = wait_until(lambda: browser.find_element(By.CSS_SELECTOR, "tr[data-job='orders']"), 60, "the DAG's job")
-        dark = browser.execute_script("return getComputedStyle(document.body).backgroundColor")
-        assert (light, dark) == ("rgb(255, 255, 255)", "rgb(17, 24, 39)"), (light, dark)
+        row = wait_until(
+            lambda: browser.find_element(By.CSS_SELECTOR, "#checkpoints-tab tr[data-job='orders']"), 60, "the DAG's job"
+        )
+        dark = browser.execute_script(cell_color)
+        assert light != dark and _brightness(dark) > _brightness(light), (light, dark)
         shots.take(browser, "checkpoints-dag-tab-dark")
-        browser.switch_to.default_content()
         browser.execute_script("localStorage.setItem('theme', 'light')")
-        browser.switch_to.frame(browser.find_element(By.TAG_NAME, "iframe"))
-        row = browser.find_element(By.CSS_SELECTOR, "tr[data-job='orders']")
-        row.find_element(By.TAG_NAME, "a").click()  # the job page, in the same frame, under any base URL path
+        row.find_element(By.TAG_NAME, "a").click()  # the job page, relative to Airflow's base URL
         wait_until(lambda: browser.find_element(By.ID, "checkpoints"), 60, "the job page from the tab")
-        browser.switch_to.default_content()
+        assert browser.current_url.endswith("/checkpoints/jobs/0/orders"), browser.current_url
         # The task instance's tab names the task's job; a DAG that names none says so.
-        status, page = request(f"{airflow.url}/checkpoints/dags/orders_job/tasks/run_job", token=admin)
-        assert status == 200 and "data-job='orders'" in page, (status, page[-500:])
-        assert "Jobs task 'run_job' of DAG 'orders_job' runs: orders" in html.unescape(page)
-        status, page = request(f"{airflow.url}/checkpoints/dags/upgrade_with_savepoint", token=admin)
-        assert status == 200 and "data-job='orders'" not in page, (status, page[-500:])
+        status, answer = request(f"{airflow.url}/checkpoints/api/dags/orders_job/tasks/run_job", token=admin)
+        found = json.loads(answer)
+        assert status == 200 and [j["job_name"] for j in found["jobs"]] == ["orders"], (status, answer)
+        assert found["scope"] == "Jobs task 'run_job' of DAG 'orders_job' runs: orders", found
+        status, answer = request(f"{airflow.url}/checkpoints/api/dags/upgrade_with_savepoint", token=admin)
+        assert status == 200 and not json.loads(answer)["jobs"], (status, answer)
+        # The bundle is served as JavaScript, and the plugin registers both tabs as React apps.
+        status, bundle = request(f"{airflow.url}/checkpoints/static/checkpoints-tab.js")
+        assert status == 200 and "globalThis.AirflowPlugin" in bundle, status
+        apps = [a for p in json.loads(plugins)["plugins"] for a in p["react_apps"]]
+        assert {(a["destination"], a["url_route"]) for a in apps} >= {
+            ("dag", "dag-checkpoints"),
+            ("task_instance", "task-checkpoints"),
+        }, apps
 
         # A viewer may look, not take a savepoint.
         viewer = token_for(airflow, "viewer")
