@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
-from airflow_checkpoint_provider.ui.app import app
+from airflow_checkpoint_provider.ui.app import app, base_path
 
 
 class CheckpointsPlugin(AirflowPlugin):
@@ -16,8 +16,15 @@ class CheckpointsPlugin(AirflowPlugin):
 
     name = "checkpoint_provider"
     fastapi_apps = [{"app": app, "url_prefix": "/checkpoints", "name": "Checkpoints"}]
+    # The UI uses an external view's href as its frame's src as it is: under a path prefix ([api] base_url) the
+    # prefix must be in it.
     external_views = [
-        {"name": "Checkpoints", "href": "/checkpoints/", "destination": "nav", "url_route": "checkpoints"},
+        {
+            "name": "Checkpoints",
+            "href": f"{base_path()}/checkpoints/",
+            "destination": "nav",
+            "url_route": "checkpoints",
+        },
     ]
     # A "Checkpoints" tab on every DAG and task instance page, drawn with Airflow's own React and Chakra UI. The
     # bundle URL is relative: the UI resolves it against its base URL, so a path prefix works. Each tab needs a

@@ -47,12 +47,12 @@ async def _user(request: Request) -> Any:
     except HTTPException as exc:
         if exc.status_code == 401 and request.method == "GET" and "text/html" in request.headers.get("accept", ""):
             here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-            login = f"{_base_path()}/api/v2/auth/login?next={quote(here)}"
+            login = f"{base_path()}/api/v2/auth/login?next={quote(here)}"
             raise HTTPException(status_code=303, headers={"Location": login}) from None
         raise
 
 
-def _base_path() -> str:
+def base_path() -> str:
     """The path of ``[api] base_url`` (empty when Airflow is served at the root)."""
     from urllib.parse import urlsplit
 

@@ -49,11 +49,12 @@ class LocalAirflow:
         extra_env: dict[str, str] | None = None,
         base_env: dict[str, str] | None = None,
         port: int | None = None,
+        path: str = "",
     ):
         self.home = home
         self.dags_folder = dags_folder
         self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"http://127.0.0.1:{self.port}{path}"  # path: Airflow served under a prefix ([api] base_url)
         self.processes: dict[str, subprocess.Popen] = {}
         self.env = {
             **(base_env if base_env is not None else os.environ),
