@@ -121,8 +121,7 @@ class SnapshotWriter:
 
     def __init__(self, codec: StateFileCodec, path: Path):
         self.codec, self.path = codec, path
-        self.raw = codec.scratch_file()
-        self.raw.touch()
+        self.raw = codec.scratch_file()  # created by the first flush: close() always writes the end marker
         self.buffer = bytearray()
 
     def add(self, key: bytes, value: bytes) -> None:

@@ -130,21 +130,25 @@ def test_a_transformed_savepoint_drops_fixes_and_bootstraps_keys_and_the_job_con
 
 
 @pytest.mark.parametrize(
-    "family_name",
+    ("family_name", "store"),
     [
-        "windowed-aggregation",  # a struct of timestamps in the key
-        pytest.param("dedup", marks=pytest.mark.matrix),
-        pytest.param("session-window", marks=pytest.mark.matrix),
-        pytest.param("dedup-within-watermark", marks=pytest.mark.matrix),
+        ("windowed-aggregation", "default"),  # a struct of timestamps in the key
+        ("inner-join", "left-keyWithIndexToValue"),  # one of a join's four stores, in a folder of its own
+        pytest.param("dedup", "default", marks=pytest.mark.matrix),
+        pytest.param("session-window", "default", marks=pytest.mark.matrix),
+        pytest.param("dedup-within-watermark", "default", marks=pytest.mark.matrix),
+        pytest.param("inner-join", "right-keyToNumValues", marks=pytest.mark.matrix),
     ],
 )
-def test_an_identity_transform_writes_the_state_byte_for_byte(spark, tmp_path, landing, capsys, family_name):
+def test_an_identity_transform_writes_the_state_byte_for_byte(spark, tmp_path, landing, capsys, family_name, store):
     """Spark finds a key by its exact bytes: a key written differently would be counted again beside the old
-    one. Every key and value written from the rows Spark read must be the bytes Spark wrote."""
+    one. Every key and value written from the rows Spark read must be the bytes Spark wrote, and every other
+    store stays as it was."""
     family, root, job = FAMILIES[family_name], tmp_path / "root", "stateful"
     landing.add_files(3)
     first = run_family(spark, tmp_path, landing, family, "hdfs", job)
-    code, lines, err = _command(state_transform, spark, capsys, root, job, "--function", f"{FUNCTIONS}:identity")
+    argv = ["--function", f"{FUNCTIONS}:identity", "--store-name", store]
+    code, lines, err = _command(state_transform, spark, capsys, root, job, *argv)
     assert code == 0, err
     source = str(root / job / f"chk-{first['checkpoint_id']}")
     original = _stored_state(spark, tmp_path, root, job, source)
