@@ -19,4 +19,6 @@ def drop_keys(rows: Any) -> Any:
 
     keys = [k.strip() for k in rows.sparkSession.conf.get(DROP_KEYS_CONF, "").split(",") if k.strip()]
     first = rows.schema["key"].dataType.fieldNames()[0]
-    return rows.where(~F.col("key").getField(first).isin(keys)) if keys else rows
+    # coalesce: a null key column is not in the list (isin alone gives null, and the filter would drop it).
+    listed = F.coalesce(F.col("key").getField(first).isin(keys), F.lit(False))
+    return rows.where(~listed) if keys else rows

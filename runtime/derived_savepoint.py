@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from spark_checkpoint_runtime.hdfs_rescale import STRICT_DISTRIBUTION
 from spark_checkpoint_runtime.layout import (
     CheckpointFormatError,
     CheckpointMetadata,
@@ -27,9 +28,9 @@ from spark_checkpoint_runtime.layout import (
     now_ms,
 )
 from spark_checkpoint_runtime.restore import RestorePoint
-from spark_checkpoint_runtime.snapshot import Capture, StoredFiles, capture, materialize
+from spark_checkpoint_runtime.snapshot import SHUFFLE_PARTITIONS, Capture, StoredFiles, capture, materialize
 from spark_checkpoint_runtime.snapshot_targets import SavepointTarget
-from spark_checkpoint_runtime.state_inspection import snapshot_for
+from spark_checkpoint_runtime.state_inspection import partition_count, snapshot_for
 from spark_checkpoint_runtime.working_copy import WorkingCopy, private_folder
 
 
@@ -64,6 +65,27 @@ def source_snapshot(storage: JobFolder, source: str) -> ValidCheckpoint:
     if choice.startswith("chk-") and choice[4:].isdigit():
         return snapshot_for(storage, int(choice[4:]), None, "--from")
     return snapshot_for(storage, None, choice, "--from")
+
+
+def keyed_partition_count(
+    source: ValidCheckpoint, refused: Callable[[str], Exception], action: str, *, check_distribution: bool = True
+) -> int:
+    """The partition count of a snapshot whose state a command moves by key (``action``: "rescaled",
+    "transformed"). Refused (``refused``) when the snapshot records no count, or when its query was started before
+    Spark 3.3: such a query pins strict distribution off, and its state may be partitioned by a subset of its keys,
+    so where a key belongs cannot be known (``check_distribution`` False: Spark's own repartition decides)."""
+    meta = source.metadata
+    current = partition_count(meta)
+    if current is None:
+        raise refused(f"{source.url} records no partition count ({SHUFFLE_PARTITIONS}): it cannot be {action}")
+    strict = (meta.fingerprint.get("pinned_confs") or {}).get(STRICT_DISTRIBUTION)
+    if check_distribution and strict is not None and str(strict).lower() != "true":
+        raise refused(
+            f"{source.url} cannot be {action}: the query pins {STRICT_DISTRIBUTION}=false (it was started before "
+            "Spark 3.3): its state may be partitioned by a subset of its keys, so where each key belongs cannot be "
+            "known"
+        )
+    return current
 
 
 @dataclass(frozen=True)

@@ -32,12 +32,13 @@ from spark_checkpoint_runtime.derived_savepoint import (
     add_source_arguments,
     add_target_arguments,
     derive_savepoint,
+    keyed_partition_count,
     source_snapshot,
 )
 from spark_checkpoint_runtime.durations import format_bytes, format_duration
 from spark_checkpoint_runtime.errors import EXIT_BAD_INPUT, EXIT_JOB_FAILED, EXIT_OK
 from spark_checkpoint_runtime.fingerprint import ROCKSDB_PROVIDER, snapshot_state_store
-from spark_checkpoint_runtime.hdfs_rescale import STRICT_DISTRIBUTION, HdfsRescaleError, rescale_working_folder
+from spark_checkpoint_runtime.hdfs_rescale import HdfsRescaleError, rescale_working_folder
 from spark_checkpoint_runtime.key_partitioning import UnsupportedKeyType
 from spark_checkpoint_runtime.layout import CheckpointFormatError, CheckpointMetadata, JobFolder, ValidCheckpoint
 from spark_checkpoint_runtime.options import CommandParser, OptionsError, load_spec
@@ -67,18 +68,9 @@ def check_rescalable(source: ValidCheckpoint, partitions: int) -> int:
     meta = source.metadata
     if partitions < 1:
         raise RescaleRefused(f"--partitions must be at least 1, not {partitions}")
-    current = partition_count(meta)
-    if current is None:
-        raise RescaleRefused(f"{source.url} records no partition count ({SHUFFLE_PARTITIONS}): it cannot be rescaled")
+    current = keyed_partition_count(source, RescaleRefused, "rescaled", check_distribution=not rocksdb_state(meta))
     if current == partitions:
         raise RescaleRefused(f"{source.url} has {current} partitions already: restore it as it is")
-    strict = (meta.fingerprint.get("pinned_confs") or {}).get(STRICT_DISTRIBUTION)
-    if not rocksdb_state(meta) and strict is not None and str(strict).lower() != "true":
-        raise RescaleRefused(
-            f"{source.url} cannot be rescaled: the query pins {STRICT_DISTRIBUTION}=false (it was started before "
-            "Spark 3.3): its state may be partitioned by a subset of its keys, so where each key belongs cannot be "
-            "known"
-        )
     if not meta.fingerprint.get("operators"):
         raise RescaleRefused(
             f"{source.url} holds no state (its pipeline has no stateful operator): nothing to rescale; restore it "

@@ -39,6 +39,7 @@ from spark_checkpoint_runtime.working_copy import WorkingCopy, private_folder
 COMMAND = "state"
 STATE_DATA_SOURCE = (4, 0)  # Spark's statestore and state-metadata sources
 DEFAULT_STORE = "default"
+PYTHON_TRACEBACK = "Traceback (most recent call last):"
 
 
 def parser() -> argparse.ArgumentParser:
@@ -237,11 +238,24 @@ def main(argv: list[str], spark: Any = None) -> int:
 
 
 def spark_error_line(exc: BaseException) -> str | None:
-    """The first line of an error Spark raised (PySparkException, or the JVM's through py4j); None for any
-    other error, which is a bug of ours and must not pass for Spark refusing the snapshot."""
+    """The line that says what went wrong in an error Spark raised (PySparkException, or the JVM's through
+    py4j): its first line, but for an error a Python worker raised (a UDF's), whose first lines only say where it
+    surfaced, the last line of the worker's traceback (``ValueError: ...``). None for any other error, which is
+    a bug of ours and must not pass for Spark refusing the snapshot."""
     if type(exc).__module__.split(".")[0] not in ("pyspark", "py4j"):
         return None
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    text = str(exc)
+    if PYTHON_TRACEBACK in text:
+        raised = []
+        for line in text.split(PYTHON_TRACEBACK, 1)[1].splitlines():
+            if line.startswith("\tat ") or line.lstrip().startswith("at org.apache."):
+                break  # the JVM's stack trace begins after the worker's traceback
+            if line.strip() and not line[0].isspace():  # the traceback's own lines are indented; its error is not
+                raised.append(line.strip())
+        if raised:
+            return raised[-1]
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__
 
 
 def local_session(app_name: str = "checkpoint-state") -> Any:

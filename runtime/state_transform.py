@@ -31,7 +31,7 @@ import struct
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
-from decimal import Decimal
+from decimal import Decimal, localcontext
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ from spark_checkpoint_runtime.derived_savepoint import (
     add_source_arguments,
     add_target_arguments,
     derive_savepoint,
+    keyed_partition_count,
     source_snapshot,
 )
 from spark_checkpoint_runtime.durations import format_bytes, format_duration
@@ -48,14 +49,18 @@ from spark_checkpoint_runtime.hdfs_rescale import (
     CODEC_CONF,
     DEFAULT_CODEC,
     ROW_CHECKSUM,
-    STRICT_DISTRIBUTION,
     HdfsRescaleError,
     StateFileCodec,
     pinned_conf,
     replace_store_state,
     store_folders,
 )
-from spark_checkpoint_runtime.key_partitioning import UnsupportedKeyType, partition_of, read_row
+from spark_checkpoint_runtime.key_partitioning import (
+    UnsupportedKeyType,
+    _decimal_precision_scale,
+    partition_of,
+    read_row,
+)
 from spark_checkpoint_runtime.layout import CheckpointFormatError, CheckpointMetadata, JobFolder, ValidCheckpoint
 from spark_checkpoint_runtime.options import CommandParser, OptionsError, load_spec
 from spark_checkpoint_runtime.rescale import check_rescalable, rescale_hdfs_state, rocksdb_state
@@ -69,7 +74,7 @@ from spark_checkpoint_runtime.state_inspection import (
     rows,
     spark_error_line,
 )
-from spark_checkpoint_runtime.unsafe_rows import write_row
+from spark_checkpoint_runtime.unsafe_rows import type_name, write_row
 from spark_checkpoint_runtime.working_copy import WorkingCopy
 
 COMMAND = "transform"
@@ -140,15 +145,7 @@ def check_transformable(source: ValidCheckpoint) -> int:
         raise TransformRefused(
             f"{source.url} pins {ROW_CHECKSUM}=true: its state rows carry checksums, which transform cannot write yet"
         )
-    if str(pinned.get(STRICT_DISTRIBUTION, "true")).lower() != "true":
-        raise TransformRefused(
-            f"{source.url} pins {STRICT_DISTRIBUTION}=false (it was started before Spark 3.3): where a new key "
-            "belongs cannot be known"
-        )
-    count = partition_count(meta)
-    if count is None:
-        raise TransformRefused(f"{source.url} records no partition count ({SHUFFLE_PARTITIONS})")
-    return count
+    return keyed_partition_count(source, TransformRefused, "transformed")
 
 
 def transform(
@@ -191,7 +188,8 @@ def transform(
 
     def same(found: CheckpointMetadata) -> bool:
         origin = found.restored_from or {}
-        return origin.get("path") == source.url and all(origin.get(k) == v for k, v in described.items())
+        asked = all(origin.get(k) == v for k, v in described.items()) and partition_count(found) == partitions
+        return origin.get("path") == source.url and asked
 
     def refused(where: str, found: CheckpointMetadata) -> Exception:
         origin = found.restored_from or {}
@@ -266,12 +264,11 @@ def _checked_result(found: Any, result: Any) -> tuple[list[dict[str, Any]], list
 
 def _check_writable(fields: list[dict[str, Any]], where: str) -> None:
     for field in fields:
-        data_type = field["type"]
-        name = data_type if isinstance(data_type, str) else data_type.get("type")
+        name = type_name(field["type"])
         path = f"{where}.{field['name']}"
         if name == "struct":
-            _check_writable(data_type["fields"], path)
-        elif name not in WRITABLE_TYPES and not str(name).startswith("decimal"):
+            _check_writable(field["type"]["fields"], path)
+        elif name not in WRITABLE_TYPES and not name.startswith("decimal"):
             raise TransformRefused(f"the state column {path} is of type {name}, which transform cannot write yet")
 
 
@@ -295,12 +292,14 @@ def _stored(value: Any, data_type: Any) -> Any:
     """A collected raw value in ``write_row``'s form (decimals as unscaled integers)."""
     if value is None:
         return None
-    name = data_type if isinstance(data_type, str) else data_type.get("type")
+    name = type_name(data_type)
     if name == "struct":
         return [_stored(v, f["type"]) for v, f in zip(value, data_type["fields"], strict=True)]
-    if str(name).startswith("decimal"):
-        scale = int(str(name).rstrip(")").split(",")[1]) if "," in str(name) else 0
-        unscaled = Decimal(value).scaleb(scale)
+    if name.startswith("decimal"):
+        _, scale = _decimal_precision_scale(name)
+        with localcontext() as exact:
+            exact.prec = 100  # the default 28 digits would round a decimal(38, s) silently
+            unscaled = Decimal(value).scaleb(scale)
         if unscaled != unscaled.to_integral_value():
             raise TransformRefused(f"the decimal {value} does not fit the state's {name}")
         return int(unscaled)
@@ -313,6 +312,10 @@ def _records(
     result: Any, key_fields: list[dict[str, Any]], value_fields: list[dict[str, Any]], columns: int, partitions: int
 ) -> Iterator[tuple[int, bytes, bytes]]:
     """Each result row as (partition, key bytes, value bytes); refuses a null key and a key given twice."""
+    # Spark finds a key given twice (a pass over the result, not a set of every key in this process's memory).
+    twice = result.groupBy("key").count().where("count > 1").limit(1).collect()
+    if twice:
+        raise TransformRefused(f"the function returned the key {twice[0]['key']} more than once")
     key_type = {"type": "struct", "fields": key_fields}
     value_type = {"type": "struct", "fields": value_fields}
     raw = result.select(
@@ -320,14 +323,10 @@ def _records(
         _raw_column(result["value"], result.schema["value"].dataType).alias("value"),
     )
     types = [field["type"] for field in key_fields[:columns]]
-    seen: set[bytes] = set()
     for row in raw.toLocalIterator():
         if row["key"] is None:
             raise TransformRefused("the function returned a row whose key is null")
         key = write_row(_stored(row["key"], key_type), key_fields)
-        if key in seen:
-            raise TransformRefused(f"the function returned the key {row['key']} more than once")
-        seen.add(key)
         value = None if row["value"] is None else _stored(row["value"], value_type)
         if value is None:
             raise TransformRefused(f"the function returned a null value for the key {row['key']}: drop the row")

@@ -44,7 +44,8 @@ _FIXED = {
 }
 
 
-def _type_name(data_type: Any) -> str:
+def type_name(data_type: Any) -> str:
+    """The name of a Spark type in the schema's JSON form (``"long"``, ``"decimal(10,2)"``, ``"struct"``)."""
     return data_type if isinstance(data_type, str) else str(data_type.get("type"))
 
 
@@ -63,7 +64,7 @@ def write_row(values: Sequence[Any], fields: Sequence[dict[str, Any]]) -> bytes:
     variable = bytearray()
     for index, (value, field) in enumerate(zip(values, fields, strict=True)):
         data_type = field["type"]
-        name = _type_name(data_type)
+        name = type_name(data_type)
         slot = index * 8
         large_decimal = name.startswith("decimal") and _decimal_precision_scale(name)[0] > MAX_LONG_DIGITS
         if value is None or name in ("null", "void"):  # NullType ("void" in its JSON since Spark 3.5)

@@ -256,8 +256,10 @@ async def _named_jobs(user: Any, dag_id: str, task_id: str | None) -> dict[str, 
         "errors": errors,
         "scope": f"Jobs {where} runs: {names}" if named else "",
         "none_found": (
-            f"{where[0].upper()}{where[1:]} names no checkpointed job (or names it with a template that needs the "
-            "run's context)."
+            "No checkpoint roots are configured: set [checkpoint_provider] roots (AIRFLOW__CHECKPOINT_PROVIDER__ROOTS)."
+            if not roots
+            else f"{where[0].upper()}{where[1:]} names no checkpointed job (or names it with a template that needs "
+            "the run's context)."
             if not named
             else f"No job named by {where} under the configured roots yet ({names})."
         ),

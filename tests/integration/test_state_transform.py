@@ -176,6 +176,7 @@ def test_what_cannot_be_transformed_is_refused_and_nothing_is_saved(spark, tmp_p
         ("counts", f"{FUNCTIONS}:wrong_value_type", "'value' column is struct<count:string>"),
         ("counts", f"{FUNCTIONS}:duplicate_keys", "more than once"),
         ("counts", f"{FUNCTIONS}:fails", "the function failed: RuntimeError: poisoned row found"),
+        ("counts", f"{FUNCTIONS}:fails_in_spark", "ValueError: cannot fix key k"),
     ]
     for job, function, reason in refusals:
         where = tmp_path / "other" / "root" if job == "on-rocksdb" else root

@@ -42,3 +42,19 @@ def test_strings_and_large_decimals_are_taken_as_python_values_too(spark):
     data = bytes(found._jdf.queryExecution().toRdd().first().getBytes())
     fields = json.loads(found.schema.json())["fields"]
     assert write_row(["naïve", -98765432109876543210], fields) == data
+
+
+def test_values_collected_from_spark_are_written_as_sparks_bytes(spark):
+    """The transform's path: a row collected to Python (a Decimal, a str, a nested Row) becomes the bytes Spark
+    wrote for it, even for a decimal of 38 digits (Python's default decimal context holds 28)."""
+    from spark_checkpoint_runtime.state_transform import _stored
+
+    found = spark.sql(
+        "SELECT CAST('12345678901234567890123456789012.345678' AS DECIMAL(38,6)) AS d, "
+        "CAST('-99999999999999999999999999999999999999' AS DECIMAL(38,0)) AS lowest, "
+        "named_struct('name', 'ünï', 'amount', CAST(12.5 AS DECIMAL(10,2))) AS nested"
+    )
+    data = bytes(found._jdf.queryExecution().toRdd().first().getBytes())
+    fields = json.loads(found.schema.json())["fields"]
+    (row,) = found.collect()
+    assert write_row(_stored(row, {"type": "struct", "fields": fields}), fields) == data

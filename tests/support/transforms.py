@@ -14,7 +14,7 @@ def identity(rows):
 
 def drop_and_bump(rows):
     """Drop a poisoned key and fix another's count (``running_counts``' state: key ``key``, value ``count``)."""
-    kept = rows.where(F.col("key.key") != DROPPED)
+    kept = rows.where(~F.col("key.key").eqNullSafe(DROPPED))
     fixed = F.when(F.col("key.key") == BUMPED, F.struct((F.col("value.count") + BUMP).alias("count")))
     return kept.withColumn("value", fixed.otherwise(F.col("value")))
 
@@ -38,3 +38,13 @@ def duplicate_keys(rows):
 
 def fails(rows):
     raise RuntimeError("poisoned row found")
+
+
+def fails_in_spark(rows):
+    """A Python UDF that raises on a row: the error comes from a Spark worker, when the rows are read."""
+
+    @F.udf("long")
+    def check(key):
+        raise ValueError(f"cannot fix key {key}")
+
+    return rows.withColumn("value", F.struct((F.col("value.count") + check(F.col("key.key"))).alias("count")))

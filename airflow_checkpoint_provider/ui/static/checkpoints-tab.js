@@ -87,4 +87,7 @@ function CheckpointsTab({ dagId, taskId }) {
   );
 }
 
+// Airflow's UI finds a plugin's component under the app's name ("Checkpoints", in plugins.py), else under
+// AirflowPlugin: both, so another plugin's bundle loading at the same time cannot take this one's place.
+globalThis.Checkpoints = CheckpointsTab;
 globalThis.AirflowPlugin = CheckpointsTab;
