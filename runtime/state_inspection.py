@@ -161,6 +161,10 @@ def _reader(
     state_var: str | None = None,
     timers: bool = False,
 ) -> Any:
+    # Spark 4.1 and 4.2's state stores report to the state store coordinator even when a batch query reads them,
+    # and it is only started with the session's streaming query manager: a fresh session (the commands' own)
+    # failed with "Cannot find endpoint: StateStoreCoordinator". Starting the manager starts the coordinator.
+    spark.streams  # noqa: B018 - for its side effect
     reader = (
         spark.read.format("statestore")
         .option("batchId", snapshot.metadata.batch_id)

@@ -25,6 +25,7 @@ import pytest
 
 from spark_checkpoint_runtime.layout import ControlChannel, JobFolder
 from spark_checkpoint_runtime.spark_versions import OFFLINE_REPARTITION, parse_version
+from spark_checkpoint_runtime.state_inspection import STATE_DATA_SOURCE
 from tests.support.airflow_env import load_dag, task_states, xcom
 from tests.support.helpers import (
     REPO,
@@ -101,6 +102,7 @@ def test_crash_chain_on_each_spark(tmp_path: Path, landing: Landing, matrix, ins
         _rescale_or_refuse(tmp_path, install)
     else:
         _rescale_and_continue(tmp_path, landing, install, family)
+        _transform_and_continue(tmp_path, landing, install, family)
 
 
 def _rescale_and_continue(tmp_path: Path, landing: Landing, install: SparkInstall, family) -> None:
@@ -116,23 +118,57 @@ def _rescale_and_continue(tmp_path: Path, landing: Landing, install: SparkInstal
     rescaled = storage.url_of(storage.savepoints.path(storage.savepoints.names()[-1]))
     assert rescaled in text, text[-3000:]  # the path the command printed (the log also holds Spark's lines)
     assert newest_savepoint(root, "versions").fingerprint["pinned_confs"]["spark.sql.shuffle.partitions"] == "3"
+    _continue_from(tmp_path, landing, install, family, rescaled, "rescaled-run.log")
+    assert newest_metadata(root, "versions").fingerprint["pinned_confs"]["spark.sql.shuffle.partitions"] == "3"
+    problems = family.check(tmp_path / "out", landing)
+    assert not problems, f"Spark {install.version}, rescaled HDFS state: {problems[:10]}"
+
+
+def _continue_from(
+    tmp_path: Path, landing: Landing, install: SparkInstall, family, savepoint: str, log_name: str
+) -> None:
+    """Two more files, then the job on this Spark restored from ``savepoint`` at 3 partitions: exit 0."""
     landing.add_files(2)
     run = job_args(
         "versions",
-        root,
+        tmp_path / "root",
         tmp_path / "work",
         landing,
         sink=f"parquet:{tmp_path / 'out'}",
         pipeline=f"examples.pipelines:{family.pipeline}",
         output_mode=family.output_mode,
     )
-    run += ["--restore-from", rescaled, "--conf", "spark.sql.shuffle.partitions=3"]
-    log = tmp_path / "rescaled-run.log"
+    run += ["--restore-from", savepoint, "--conf", "spark.sql.shuffle.partitions=3"]
+    log = tmp_path / log_name
     code = spark_submit(run, log, spark_submit_path=install.spark_submit).wait(timeout=300)
     assert code == 0, log.read_text(errors="replace")[-3000:]
-    assert newest_metadata(root, "versions").fingerprint["pinned_confs"]["spark.sql.shuffle.partitions"] == "3"
+
+
+def _transform_and_continue(tmp_path: Path, landing: Landing, install: SparkInstall, family) -> None:
+    """``transform`` on this Spark (Spark 4.0+, where the state data source reads the rows): an identity
+    transform of the newest checkpoint, which must write every key as this Spark's bytes, then the job restored
+    from it with more input, every count exact. On an older Spark, a clear refusal before anything is written."""
+    root = tmp_path / "root"
+    savepoints = root / "versions" / "savepoints"
+    before = sorted(savepoints.rglob("*"))
+    args = ["transform", "--job-name", "versions", "--checkpoint-root", str(root)]
+    args += ["--function", "tests.support.transforms:identity", "--trigger-id", "identity"]
+    log = tmp_path / "transform.log"
+    code = spark_submit(args, log, spark_submit_path=install.spark_submit).wait(timeout=300)
+    text = log.read_text(errors="replace")
+    if parse_version(install.version)[:2] < STATE_DATA_SOURCE:
+        assert code == 2 and "needs Spark 4.0 or newer" in text, text[-3000:]
+        assert sorted(savepoints.rglob("*")) == before
+        return
+    assert code == 0, text[-3000:]
+    storage = JobFolder(str(root), "versions")
+    transformed = storage.savepoints.read("savepoint-identity")
+    assert transformed.restored_from["transformed_with"] == "tests.support.transforms:identity"
+    identity = storage.url_of(storage.savepoints.path("savepoint-identity"))
+    _continue_from(tmp_path, landing, install, family, identity, "transformed-run.log")
+    assert newest_metadata(root, "versions").restored_from["id"] == transformed.id
     problems = family.check(tmp_path / "out", landing)
-    assert not problems, f"Spark {install.version}, rescaled HDFS state: {problems[:10]}"
+    assert not problems, f"Spark {install.version}, transformed HDFS state: {problems[:10]}"
 
 
 def _rescale_or_refuse(tmp_path: Path, install: SparkInstall) -> None:
