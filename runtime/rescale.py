@@ -38,7 +38,8 @@ from spark_checkpoint_runtime.derived_savepoint import (
 from spark_checkpoint_runtime.durations import format_bytes, format_duration
 from spark_checkpoint_runtime.errors import EXIT_BAD_INPUT, EXIT_JOB_FAILED, EXIT_OK
 from spark_checkpoint_runtime.fingerprint import ROCKSDB_PROVIDER, snapshot_state_store
-from spark_checkpoint_runtime.hdfs_rescale import HdfsRescaleError, rescale_working_folder
+from spark_checkpoint_runtime.hdfs_rescale import rescale_working_folder
+from spark_checkpoint_runtime.hdfs_state_files import HdfsRescaleError
 from spark_checkpoint_runtime.key_partitioning import UnsupportedKeyType
 from spark_checkpoint_runtime.layout import CheckpointFormatError, CheckpointMetadata, JobFolder, ValidCheckpoint
 from spark_checkpoint_runtime.options import CommandParser, OptionsError, load_spec

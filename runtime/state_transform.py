@@ -45,21 +45,12 @@ from spark_checkpoint_runtime.derived_savepoint import (
 )
 from spark_checkpoint_runtime.durations import format_bytes, format_duration
 from spark_checkpoint_runtime.errors import EXIT_BAD_INPUT, EXIT_JOB_FAILED, EXIT_OK
-from spark_checkpoint_runtime.hdfs_rescale import (
-    CODEC_CONF,
-    DEFAULT_CODEC,
-    ROW_CHECKSUM,
-    HdfsRescaleError,
-    StateFileCodec,
-    pinned_conf,
-    replace_store_state,
-    store_folders,
-)
+from spark_checkpoint_runtime.hdfs_rescale import CODEC_CONF, DEFAULT_CODEC, ROW_CHECKSUM, pinned_conf, store_folders
+from spark_checkpoint_runtime.hdfs_state_files import HdfsRescaleError, StateFileCodec, replace_store_state
 from spark_checkpoint_runtime.key_partitioning import (
     UnsupportedKeyType,
     _decimal_precision_scale,
     partition_of,
-    read_row,
 )
 from spark_checkpoint_runtime.layout import CheckpointFormatError, CheckpointMetadata, JobFolder, ValidCheckpoint
 from spark_checkpoint_runtime.options import CommandParser, OptionsError, load_spec
@@ -289,7 +280,8 @@ def _raw_column(column: Any, data_type: Any) -> Any:
 
 
 def _stored(value: Any, data_type: Any) -> Any:
-    """A collected raw value in ``write_row``'s form (decimals as unscaled integers)."""
+    """A collected raw value in ``read_row``'s form, which ``write_row`` writes and ``partition_of`` hashes
+    (strings as UTF-8 bytes, decimals as unscaled integers)."""
     if value is None:
         return None
     name = type_name(data_type)
@@ -303,6 +295,8 @@ def _stored(value: Any, data_type: Any) -> Any:
         if unscaled != unscaled.to_integral_value():
             raise TransformRefused(f"the decimal {value} does not fit the state's {name}")
         return int(unscaled)
+    if isinstance(value, str):
+        return value.encode("utf-8")  # read_row's form: hashed, and written, as its UTF-8 bytes
     if isinstance(value, bytearray):
         return bytes(value)
     return value
@@ -326,13 +320,13 @@ def _records(
     for row in raw.toLocalIterator():
         if row["key"] is None:
             raise TransformRefused("the function returned a row whose key is null")
-        key = write_row(_stored(row["key"], key_type), key_fields)
+        key = _stored(row["key"], key_type)
         value = None if row["value"] is None else _stored(row["value"], value_type)
         if value is None:
             raise TransformRefused(f"the function returned a null value for the key {row['key']}: drop the row")
         # No key columns (a global aggregation): Spark keeps that state in partition 0.
-        target = partition_of(read_row(key, key_fields)[:columns], types, partitions) if columns else 0
-        yield target, key, write_row(value, value_fields)
+        target = partition_of(key[:columns], types, partitions) if columns else 0
+        yield target, write_row(key, key_fields), write_row(value, value_fields)
 
 
 def main(argv: list[str], spark: Any = None) -> int:

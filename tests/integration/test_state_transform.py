@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from spark_checkpoint_runtime import state_inspection, state_transform
-from spark_checkpoint_runtime.hdfs_rescale import StateFileCodec, load_version
+from spark_checkpoint_runtime.hdfs_state_files import StateFileCodec, load_version
 from spark_checkpoint_runtime.layout import JobFolder
 from spark_checkpoint_runtime.snapshot import materialize
 from spark_checkpoint_runtime.working_copy import WorkingCopy

@@ -9,15 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from spark_checkpoint_runtime.hdfs_rescale import (
-    END_MARKER,
-    HdfsRescaleError,
-    entries,
-    key_schema,
-    record,
-    rescale_working_folder,
-    store_folders,
-)
+from spark_checkpoint_runtime.hdfs_rescale import key_schema, rescale_working_folder, store_folders
+from spark_checkpoint_runtime.hdfs_state_files import END_MARKER, HdfsRescaleError, entries, record
 
 STRING = {"name": "key", "type": "string", "nullable": True, "metadata": {}}
 LONG = {"name": "index", "type": "long", "nullable": False, "metadata": {}}
