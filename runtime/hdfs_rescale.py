@@ -55,6 +55,7 @@ class StateStoreFolder:
     store: str
     key_fields: list[dict[str, Any]]
     partition_columns: int
+    operator_name: str | None = None  # from the operator metadata (Spark 4.0+): "stateStoreSave", "dedupe", ...
 
 
 def replace_text(path: Path, text: str) -> None:
@@ -185,7 +186,9 @@ def store_folders(operator: Path) -> list[StateStoreFolder]:
         fields = key_schema(first / name / "_metadata" / "schema")
         prefix = prefixes.get(name or "default", 0) if info["written"] else None
         found.append(
-            StateStoreFolder(operator.name, name, fields, _partition_columns(name, fields, prefix, single_partition))
+            StateStoreFolder(
+                operator.name, name, fields, _partition_columns(name, fields, prefix, single_partition), info["name"]
+            )
         )
     return found
 

@@ -56,6 +56,9 @@ CHECKPOINT_FORMAT_V2 = (4, 0)
 TRANSFORM_WITH_STATE = (4, 0)
 # The offline state repartition (a checkpoint folder rewritten for a new partition count), which rescale uses.
 OFFLINE_REPARTITION = (4, 3)
+# Streaming deduplication looks its keys up with -0.0 as 0.0 (SPARK-56280): Spark 4.2. Aggregations, joins and
+# the Python grouped-state operators always have (Spark's NormalizeFloatingNumbers).
+DEDUPLICATION_NORMALISES_FLOATS = (4, 2)
 
 
 # Python APIs of those features: a pipeline calling one on an older Spark fails with a bare AttributeError.

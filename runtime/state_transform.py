@@ -56,7 +56,12 @@ from spark_checkpoint_runtime.layout import CheckpointFormatError, CheckpointMet
 from spark_checkpoint_runtime.options import CommandParser, OptionsError, load_spec
 from spark_checkpoint_runtime.rescale import check_rescalable, rescale_hdfs_state, rocksdb_state
 from spark_checkpoint_runtime.snapshot import SHUFFLE_PARTITIONS, Capture
-from spark_checkpoint_runtime.spark_versions import UnsupportedSparkFeature, parse_version, require
+from spark_checkpoint_runtime.spark_versions import (
+    DEDUPLICATION_NORMALISES_FLOATS,
+    UnsupportedSparkFeature,
+    parse_version,
+    require,
+)
 from spark_checkpoint_runtime.state_inspection import (
     DEFAULT_STORE,
     STATE_DATA_SOURCE,
@@ -71,6 +76,7 @@ from spark_checkpoint_runtime.working_copy import WorkingCopy
 COMMAND = "transform"
 WRITABLE_TYPES = {"boolean", "byte", "short", "integer", "long", "float", "double", "string", "binary", "date"}
 WRITABLE_TYPES |= {"timestamp", "null", "void"}  # NullType is "void" in its JSON since Spark 3.5
+DEDUPLICATION_OPERATORS = {"dedupe", "dedupeWithinWatermark"}
 
 StateFunction = Callable[[Any], Any]
 
@@ -224,12 +230,38 @@ def _rewrite_store(
     folders = {s.store or DEFAULT_STORE: s for s in store_folders(root / "state" / str(operator))}
     folder = folders[store]
     conf = pinned_conf(root, batch_id)
+    normalise = normalises_float_keys(folder.operator_name, parse_version(spark.version))
     with tempfile.TemporaryDirectory(prefix="transform-scratch-", dir=root.parent) as scratch:
         codec = StateFileCodec(spark, str(conf.get(CODEC_CONF) or DEFAULT_CODEC), Path(scratch))
-        records = _records(result, key_fields, value_fields, folder.partition_columns, partitions)
+        records = _records(result, key_fields, value_fields, folder.partition_columns, partitions, normalise)
         return replace_store_state(
             codec, root / "state" / str(operator), folder.store, batch_id + 1, partitions, records
         )
+
+
+def normalises_float_keys(operator_name: str | None, running: tuple[int, int, int] | None) -> bool:
+    """Whether the operator looks its keys up with -0.0 as 0.0 on this Spark, so a key must be stored so.
+
+    Aggregations (session windows too), joins and the grouped-state operators normalise their keys on every
+    Spark transform runs on; deduplication does from Spark 4.2 (measured: 4.0.5 and 4.1.4 keep -0.0 and 0.0
+    apart, 4.2.0 and on do not).
+    """
+    if operator_name in DEDUPLICATION_OPERATORS:
+        return running is not None and running[:2] >= DEDUPLICATION_NORMALISES_FLOATS
+    return True
+
+
+def _normalised(value: Any, data_type: Any) -> Any:
+    """A key value with each float or double -0.0 as 0.0, at any depth, as Spark's lookup has it (NaN is made
+    canonical by ``write_row``, as by Spark's row writer)."""
+    if value is None:
+        return None
+    name = type_name(data_type)
+    if name == "struct":
+        return [_normalised(v, f["type"]) for v, f in zip(value, data_type["fields"], strict=True)]
+    if name in ("float", "double") and value == 0.0:
+        return 0.0
+    return value
 
 
 def _checked_result(found: Any, result: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -303,9 +335,18 @@ def _stored(value: Any, data_type: Any) -> Any:
 
 
 def _records(
-    result: Any, key_fields: list[dict[str, Any]], value_fields: list[dict[str, Any]], columns: int, partitions: int
+    result: Any,
+    key_fields: list[dict[str, Any]],
+    value_fields: list[dict[str, Any]],
+    columns: int,
+    partitions: int,
+    normalise: bool = True,
 ) -> Iterator[tuple[int, bytes, bytes]]:
-    """Each result row as (partition, key bytes, value bytes); refuses a null key and a key given twice."""
+    """Each result row as (partition, key bytes, value bytes); refuses a null key and a key given twice.
+
+    With ``normalise`` a key's -0.0 is written (and hashed) as 0.0: a function computing -0.0 would otherwise
+    write a key the operator never finds, and the restored run would start that key from empty state.
+    """
     # Spark finds a key given twice (a pass over the result, not a set of every key in this process's memory).
     twice = result.groupBy("key").count().where("count > 1").limit(1).collect()
     if twice:
@@ -321,6 +362,8 @@ def _records(
         if row["key"] is None:
             raise TransformRefused("the function returned a row whose key is null")
         key = _stored(row["key"], key_type)
+        if normalise:
+            key = _normalised(key, key_type)
         value = None if row["value"] is None else _stored(row["value"], value_type)
         if value is None:
             raise TransformRefused(f"the function returned a null value for the key {row['key']}: drop the row")

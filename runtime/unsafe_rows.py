@@ -29,6 +29,7 @@ from spark_checkpoint_runtime.key_partitioning import (
     java_big_integer_bytes,
 )
 
+_CANONICAL_NAN = float("nan")  # 0x7ff8000000000000 as a double, 0x7fc00000 as a float: Java's NaN
 LARGE_DECIMAL_BYTES = 16  # what Spark reserves for a decimal above 18 digits (at most 38 digits fit)
 _FIXED = {
     "boolean": "<?",
@@ -74,6 +75,8 @@ def write_row(values: Sequence[Any], fields: Sequence[dict[str, Any]]) -> bytes:
                 variable += bytes(LARGE_DECIMAL_BYTES)
             continue
         if name in _FIXED:
+            if name in ("float", "double") and value != value:
+                value = _CANONICAL_NAN  # Spark's row writer stores every NaN as Java's one NaN
             struct.pack_into(_FIXED[name], slots, slot, value)
             continue
         if name.startswith("decimal") and not large_decimal:

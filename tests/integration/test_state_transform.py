@@ -8,11 +8,13 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from pyspark.sql import functions as F
 
 from spark_checkpoint_runtime import state_inspection, state_transform
 from spark_checkpoint_runtime.hdfs_state_files import StateFileCodec, load_version
 from spark_checkpoint_runtime.layout import JobFolder
 from spark_checkpoint_runtime.snapshot import materialize
+from spark_checkpoint_runtime.unsafe_rows import write_row
 from spark_checkpoint_runtime.working_copy import WorkingCopy
 from tests.integration.test_state_stores import clean_state_confs, run_family  # noqa: F401 - a fixture
 from tests.support.helpers import published_rows
@@ -199,3 +201,57 @@ def test_what_cannot_be_transformed_is_refused_and_nothing_is_saved(spark, tmp_p
     other = ["--function", f"{FUNCTIONS}:drop_and_bump", "--trigger-id", "fix-1"]
     code, _, err = _command(state_transform, spark, capsys, root, "counts", *other)
     assert code == 2 and "already holds a savepoint" in err
+
+
+def test_a_key_computed_as_minus_zero_or_a_signed_nan_is_written_where_and_as_spark_stores_it(spark, tmp_path):
+    """Spark's aggregation looks a double key up with -0.0 as 0.0 and every NaN as one: a function's key computed
+    as -0.0 must be stored (and partitioned) as Spark stored 0.0, or the restored run starts that key from empty
+    state beside the written one. Spark's own state, from the same keys, is the reference."""
+    source, checkpoint = tmp_path / "keys", tmp_path / "spark-checkpoint"
+    spark.sql("SELECT CAST(k AS DOUBLE) AS k FROM VALUES ('0.0'), ('NaN'), ('1.5') AS t(k)").write.parquet(str(source))
+    query = (
+        spark.readStream.schema("k double")
+        .parquet(str(source))
+        .groupBy("k")
+        .count()
+        .writeStream.format("noop")
+        .outputMode("update")
+        .option("checkpointLocation", str(checkpoint))
+        .start()
+    )
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    codec = StateFileCodec(spark, "lz4", tmp_path)
+    stored = {
+        key: int(partition.name)
+        for partition in (checkpoint / "state" / "0").iterdir()
+        if partition.name.isdigit()
+        for key in load_version(codec, partition, 1)
+    }
+    assert len(stored) == 3
+
+    found = spark.read.format("statestore").load(str(checkpoint))
+    # The function's keys: 0.0 negated to -0.0, NaN negated to a NaN with its sign bit set.
+    computed = found.select(F.struct((-F.col("key.k")).alias("k")).alias("key"), F.col("value"), F.col("partition_id"))
+    key_fields, value_fields = state_transform._checked_result(found, computed)
+    partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    written = {
+        key: target for target, key, _ in state_transform._records(computed, key_fields, value_fields, 1, partitions)
+    }
+    minus_one_and_a_half = [key for key in written if key not in stored]
+    assert len(minus_one_and_a_half) == 1, "only -1.5 is a key Spark did not store"
+    assert {k: p for k, p in written.items() if k in stored} == {k: p for k, p in stored.items() if k != _key(1.5)}
+
+
+def _key(value: float) -> bytes:
+    return write_row([value], [{"name": "k", "type": "double", "nullable": True}])
+
+
+def test_deduplication_normalises_its_keys_from_spark_4_2_and_every_other_operator_always():
+    normalises = state_transform.normalises_float_keys
+    assert normalises("stateStoreSave", (4, 0, 5)) and normalises("symmetricHashJoin", (4, 1, 4))
+    assert normalises("applyInPandasWithState", (4, 0, 5)) and normalises(None, (4, 3, 0))
+    assert not normalises("dedupe", (4, 0, 5)) and not normalises("dedupeWithinWatermark", (4, 1, 4))
+    assert normalises("dedupe", (4, 2, 0)) and normalises("dedupeWithinWatermark", (4, 3, 0))

@@ -4,6 +4,7 @@ its bytes, so a transform's keys must match Spark's to the byte. Spark's own row
 from __future__ import annotations
 
 import json
+import struct
 
 import pytest
 
@@ -23,6 +24,8 @@ ROWS = [
     "named_struct('a', named_struct('b', 'deep', 'c', 1)) AS nested, CAST(NULL AS STRUCT<x: INT>) AS no_struct",
     ", ".join(f"{n} AS c{n}" if n % 3 else f"CAST(NULL AS INT) AS c{n}" for n in range(70)),  # two bitset words
     "CAST(NULL AS VOID) AS dummy",
+    # A NaN with its sign bit set (the negation of a NaN): Spark's row writer stores Java's one NaN.
+    "-CAST('NaN' AS DOUBLE) AS neg_nan, -CAST('NaN' AS FLOAT) AS neg_float_nan",
 ]
 
 
@@ -35,6 +38,14 @@ def test_rows_written_from_their_values_are_sparks_bytes(spark, columns):
     fields = json.loads(found.schema.json())["fields"]
     values = read_row(data, fields)
     assert write_row(values, fields) == data
+
+
+def test_a_nan_is_written_as_javas_one_nan_whatever_its_bits(spark):
+    found = spark.sql("SELECT CAST('NaN' AS DOUBLE) AS d, CAST('NaN' AS FLOAT) AS f")
+    data = bytes(found._jdf.queryExecution().toRdd().first().getBytes())
+    fields = json.loads(found.schema.json())["fields"]
+    negative = struct.unpack("<d", bytes.fromhex("010000000000f8ff"))[0]  # a payload and the sign bit
+    assert write_row([negative, negative], fields) == data
 
 
 def test_strings_and_large_decimals_are_taken_as_python_values_too(spark):
