@@ -14,8 +14,10 @@ as a rescale's is (``derived_savepoint``): the source is only read, and the save
 written last. Restore it with ``--restore-from <printed path>``; the restore's compatibility pre-flight
 checks it as it checks any snapshot.
 
-The HDFS-backed store (Spark's default) on Spark 4.0+ (the state data source reads the rows). Refused with a
-clear error, before anything is saved: RocksDB state, rows with checksums (Spark 4.1+'s
+The HDFS-backed store (Spark's default) on Spark 4.0+ (the state data source reads the rows): its files are
+written here. RocksDB state on Spark 4.3+: Spark's own state rewriter writes it, as the next batch
+(``rocksdb_transform``); ``--partitions`` is refused for it (rescale first). Refused with a clear error, before
+anything is saved: rows with checksums (Spark 4.1+'s
 ``rowChecksum.enabled``), state columns of a type that cannot be written here (arrays, maps, timestamps
 without time zone), a result whose columns differ from the input's, a null key, a key returned twice.
 
@@ -31,6 +33,7 @@ import struct
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from decimal import Decimal, localcontext
 from pathlib import Path
 from typing import Any
@@ -55,6 +58,14 @@ from spark_checkpoint_runtime.key_partitioning import (
 from spark_checkpoint_runtime.layout import CheckpointFormatError, CheckpointMetadata, JobFolder, ValidCheckpoint
 from spark_checkpoint_runtime.options import CommandParser, OptionsError, load_spec
 from spark_checkpoint_runtime.rescale import check_rescalable, rescale_hdfs_state, rocksdb_state
+from spark_checkpoint_runtime.rocksdb_transform import (
+    DEFAULT_COLUMN_FAMILY,
+    STATE_REWRITER_VERSION,
+    RocksDBTransformError,
+    _StoreRewrite,
+    partition_key_column,
+)
+from spark_checkpoint_runtime.rocksdb_transform import rewrite as rewrite_rocksdb
 from spark_checkpoint_runtime.snapshot import SHUFFLE_PARTITIONS, Capture
 from spark_checkpoint_runtime.spark_versions import (
     DEDUPLICATION_NORMALISES_FLOATS,
@@ -132,13 +143,9 @@ def check_transformable(source: ValidCheckpoint) -> int:
     meta = source.metadata
     if not meta.fingerprint.get("operators"):
         raise TransformRefused(f"{source.url} holds no state (its pipeline has no stateful operator)")
-    if rocksdb_state(meta):
-        raise TransformRefused(
-            f"{source.url} holds RocksDB state, which transform cannot write yet: it writes the HDFS-backed store's "
-            "files (Spark's default store)"
-        )
     pinned = meta.fingerprint.get("pinned_confs") or {}
-    if str(pinned.get(ROW_CHECKSUM, "false")).lower() == "true":
+    # Spark's rewriter writes RocksDB state and its checksums; the HDFS-backed store's rows are written here.
+    if str(pinned.get(ROW_CHECKSUM, "false")).lower() == "true" and not rocksdb_state(meta):
         raise TransformRefused(
             f"{source.url} pins {ROW_CHECKSUM}=true: its state rows carry checksums, which transform cannot write yet"
         )
@@ -164,9 +171,18 @@ def transform(
     With ``trigger_id`` a completed savepoint of the same source, function and store is returned as it is.
     """
     current = check_transformable(source)
-    require("Transforming state (Spark's state data source)", STATE_DATA_SOURCE, parse_version(spark.version))
+    running = parse_version(spark.version)
+    require("Transforming state (Spark's state data source)", STATE_DATA_SOURCE, running)
+    rocksdb = rocksdb_state(source.metadata)
+    if rocksdb:
+        require("Transforming RocksDB state (Spark's state rewriter)", STATE_REWRITER_VERSION, running)
     described: dict[str, Any] = {"transformed_with": function_name, "transformed_store": [operator, store]}
     if partitions is not None and partitions != current:
+        if rocksdb:
+            raise TransformRefused(
+                f"{source.url} holds RocksDB state: rescale it first (rescale --partitions {partitions}), then "
+                "transform the rescaled savepoint"
+            )
         check_rescalable(source, partitions)
         described["rescaled_from_partitions"] = current
     else:
@@ -176,12 +192,12 @@ def transform(
         if partitions != current:
             rescale_hdfs_state(spark, source, working, partitions)
         try:
-            described["transformed_rows"] = _rewrite_store(
-                spark, source, working, function, operator, store, partitions
+            batch_id, described["transformed_rows"] = _rewrite_store(
+                spark, source, working, function, (operator, store), partitions, rocksdb
             )
-        except (HdfsRescaleError, UnsupportedKeyType, struct.error) as exc:
+        except (HdfsRescaleError, RocksDBTransformError, UnsupportedKeyType, struct.error) as exc:
             raise TransformRefused(f"{source.url} cannot be transformed: {exc}; nothing was saved") from None
-        return source.metadata.batch_id
+        return batch_id
 
     def same(found: CheckpointMetadata) -> bool:
         origin = found.restored_from or {}
@@ -207,36 +223,121 @@ def transform(
     return derive_savepoint(spark, storage, source, derivation, target_directory, trigger_id)
 
 
+@dataclass(frozen=True)
+class _Result:
+    """The function's rows for one store, checked against the state's types."""
+
+    frame: Any
+    key_fields: list[dict[str, Any]]
+    value_fields: list[dict[str, Any]]
+
+
 def _rewrite_store(
     spark: Any,
     source: ValidCheckpoint,
     working: WorkingCopy,
     function: StateFunction,
-    operator: int,
-    store: str,
+    which: tuple[int, str],
     partitions: int,
-) -> int:
-    """Replace the store's state in the working folder by the function's rows; the number of rows."""
-    root = Path(working.spark_path)
-    batch_id = source.metadata.batch_id
+    rocksdb: bool,
+) -> tuple[int, int]:
+    """Replace the state of store ``which`` (operator, store) in the working folder by the function's rows; the
+    batch written and the number of rows."""
+    operator, store = which
     found = rows(spark, working.schema_location, source, operator, store)
-    try:
-        result = function(found)
-    except Exception as exc:
-        if spark_error_line(exc) is not None:
-            raise  # Spark refusing what the function asked: said as Spark's refusal
-        raise TransformRefused(f"the function failed: {type(exc).__name__}: {exc}; nothing was saved") from None
-    key_fields, value_fields = _checked_result(found, result)
+    frame = _called(function, found)
+    result = _Result(frame, *_checked_result(found, frame))
+    if rocksdb:
+        return _write_rocksdb(spark, source, working, result, which, partitions)
+    return source.metadata.batch_id, _write_hdfs(spark, source, working, result, which, partitions)
+
+
+def _write_hdfs(
+    spark: Any, source: ValidCheckpoint, working: WorkingCopy, result: _Result, which: tuple[int, str], partitions: int
+) -> int:
+    """Our own write of the HDFS-backed store's files at the source's batch; the number of rows."""
+    root, (operator, store) = Path(working.spark_path), which
+    batch_id = source.metadata.batch_id
     folders = {s.store or DEFAULT_STORE: s for s in store_folders(root / "state" / str(operator))}
     folder = folders[store]
     conf = pinned_conf(root, batch_id)
     normalise = normalises_float_keys(folder.operator_name, parse_version(spark.version))
     with tempfile.TemporaryDirectory(prefix="transform-scratch-", dir=root.parent) as scratch:
         codec = StateFileCodec(spark, str(conf.get(CODEC_CONF) or DEFAULT_CODEC), Path(scratch))
-        records = _records(result, key_fields, value_fields, folder.partition_columns, partitions, normalise)
+        records = _records(
+            result.frame, result.key_fields, result.value_fields, folder.partition_columns, partitions, normalise
+        )
         return replace_store_state(
             codec, root / "state" / str(operator), folder.store, batch_id + 1, partitions, records
         )
+
+
+def _write_rocksdb(
+    spark: Any, source: ValidCheckpoint, working: WorkingCopy, result: _Result, which: tuple[int, str], partitions: int
+) -> tuple[int, int]:
+    """Spark's state rewriter writes the rows (every other store as it was) as the next batch; that batch and
+    the number of rows."""
+    from pyspark.sql import functions as F
+
+    frame, operator = result.frame, which[0]
+    _refuse_bad_rows(frame)
+    names = spark.read.format("state-metadata").load(working.schema_location).collect()
+    name = next((str(r["operatorName"]) for r in names if int(r["operatorId"]) == operator), None)
+    normalise = normalises_float_keys(name, parse_version(spark.version))
+    key_type, value_type = frame.schema["key"].dataType, frame.schema["value"].dataType
+    raw = frame.select(
+        _raw_column(frame["key"], key_type).alias("raw_key"),
+        _raw_column(frame["value"], value_type).alias("raw_value"),
+        frame["key"].alias("key"),
+    )
+    encode_key, encode_value = _encoder(result.key_fields, normalise), _encoder(result.value_fields, False)
+
+    def replacement(partition_type: Any) -> Any:
+        return raw.select(
+            partition_key_column(F.col("key"), key_type, partition_type, normalise).alias("partition_key"),
+            encode_key(F.col("raw_key")).alias("key_bytes"),
+            encode_value(F.col("raw_value")).alias("value_bytes"),
+            F.lit(DEFAULT_COLUMN_FAMILY).alias("column_family_name"),
+        )
+
+    store_rewrite = _StoreRewrite(spark, operator, which[1], replacement, partitions)
+    return rewrite_rocksdb(spark, Path(working.spark_path), source.metadata.batch_id, store_rewrite), frame.count()
+
+
+def _encoder(fields: list[dict[str, Any]], normalise: bool) -> Any:
+    """A UDF writing a collected raw struct (``_raw_column``'s form) as Spark's ``UnsafeRow`` bytes."""
+    from pyspark.sql import functions as F
+
+    described = {"type": "struct", "fields": fields}
+
+    def encode(value):  # no type hints: PySpark would read them as a pandas UDF's
+        stored = _stored(value, described)
+        return write_row(_normalised(stored, described) if normalise else stored, fields)
+
+    return F.udf(encode, "binary")
+
+
+def _called(function: StateFunction, found: Any) -> Any:
+    """The function's result for the store's rows; ``TransformRefused`` when it raises in Python."""
+    try:
+        return function(found)
+    except Exception as exc:
+        if spark_error_line(exc) is not None:
+            raise  # Spark refusing what the function asked: said as Spark's refusal
+        raise TransformRefused(f"the function failed: {type(exc).__name__}: {exc}; nothing was saved") from None
+
+
+def _refuse_bad_rows(result: Any) -> None:
+    """Refuse a key returned twice, a null key and a null value: Spark finds them (a pass over the result, not
+    a set of every key in this process's memory)."""
+    twice = result.groupBy("key").count().where("count > 1").limit(1).collect()
+    if twice:
+        raise TransformRefused(f"the function returned the key {twice[0]['key']} more than once")
+    nulls = result.where("key IS NULL OR value IS NULL").select("key").limit(1).collect()
+    if nulls and nulls[0]["key"] is None:
+        raise TransformRefused("the function returned a row whose key is null")
+    if nulls:
+        raise TransformRefused(f"the function returned a null value for the key {nulls[0]['key']}: drop the row")
 
 
 def normalises_float_keys(operator_name: str | None, running: tuple[int, int, int] | None) -> bool:
@@ -347,10 +448,7 @@ def _records(
     With ``normalise`` a key's -0.0 is written (and hashed) as 0.0: a function computing -0.0 would otherwise
     write a key the operator never finds, and the restored run would start that key from empty state.
     """
-    # Spark finds a key given twice (a pass over the result, not a set of every key in this process's memory).
-    twice = result.groupBy("key").count().where("count > 1").limit(1).collect()
-    if twice:
-        raise TransformRefused(f"the function returned the key {twice[0]['key']} more than once")
+    _refuse_bad_rows(result)
     key_type = {"type": "struct", "fields": key_fields}
     value_type = {"type": "struct", "fields": value_fields}
     raw = result.select(
@@ -359,14 +457,10 @@ def _records(
     )
     types = [field["type"] for field in key_fields[:columns]]
     for row in raw.toLocalIterator():
-        if row["key"] is None:
-            raise TransformRefused("the function returned a row whose key is null")
         key = _stored(row["key"], key_type)
         if normalise:
             key = _normalised(key, key_type)
-        value = None if row["value"] is None else _stored(row["value"], value_type)
-        if value is None:
-            raise TransformRefused(f"the function returned a null value for the key {row['key']}: drop the row")
+        value = _stored(row["value"], value_type)
         # No key columns (a global aggregation): Spark keeps that state in partition 0.
         target = partition_of(key[:columns], types, partitions) if columns else 0
         yield target, write_row(key, key_fields), write_row(value, value_fields)

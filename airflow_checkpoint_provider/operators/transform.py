@@ -18,10 +18,12 @@ class TransformStateOperator(DerivedSavepointOperator):
     worker) takes one store's state rows as a DataFrame (``key``, ``value``, ``partition_id``, as the
     ``state`` command reads them) and returns a DataFrame with the same ``key`` and ``value`` columns; each
     row is written to the partition Spark's shuffle looks for its key in. With ``partitions`` the state is
-    rescaled to that count first. The HDFS-backed state store (Spark's default) on Spark 4.0+.
+    rescaled to that count first. The HDFS-backed state store (Spark's default) on Spark 4.0+; RocksDB state
+    on Spark 4.3+ (written by Spark's state rewriter as the next batch; rescale it first with
+    ``RescaleOperator``, since ``partitions`` is refused for it).
 
     Restore the job from the returned path (``restore_from``): the restore's compatibility pre-flight checks
-    it as any snapshot. What cannot be transformed (RocksDB state, a result whose columns differ from the
+    it as any snapshot. What cannot be transformed (a result whose columns differ from the
     state's, a key returned twice, a function that fails) fails definitively with the reason, before anything
     is written. A retry of the same task instance returns the savepoint an earlier try completed. Returns the
     savepoint's path to XCom and pushes ``savepoint_id``, ``batch_id`` and ``state_store_provider``.

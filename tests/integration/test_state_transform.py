@@ -163,6 +163,53 @@ def test_an_identity_transform_writes_the_state_byte_for_byte(spark, tmp_path, l
     assert not problems, problems[:10]
 
 
+@pytest.mark.parametrize(
+    ("store", "family_name", "store_name"),
+    [
+        ("rocksdb", "aggregation", "default"),
+        pytest.param("rocksdb-v2", "aggregation", "default", marks=pytest.mark.matrix),
+        pytest.param("rocksdb", "inner-join", "left-keyWithIndexToValue", marks=pytest.mark.matrix),
+    ],
+)
+def test_rocksdb_state_is_transformed_by_sparks_state_rewriter_and_the_job_continues_from_it(
+    spark, tmp_path, landing, capsys, store, family_name, store_name
+):
+    """RocksDB's files are written by RocksDB: Spark's state rewriter writes the function's rows for one store
+    (and every other store as it was) as the next batch; the restored run continues from the changed state."""
+    family, root, job = FAMILIES[family_name], tmp_path / "root", "stateful"
+    landing.add_files(3)
+    first = run_family(spark, tmp_path, landing, family, store, job)
+    if family_name == "aggregation":
+        function, before = f"{FUNCTIONS}:drop_and_bump", landing.counts_by_key()
+    else:
+        function, before = f"{FUNCTIONS}:identity", None
+    argv = ["--function", function, "--store-name", store_name]
+    code, lines, err = _command(state_transform, spark, capsys, root, job, *argv)
+    assert code == 0, err
+    meta = json.loads((Path(lines[-1].removeprefix("file:")) / "_metadata").read_text())
+    assert meta["batch_id"] == first["batch_id"] + 1, "Spark's rewriter writes the next batch"
+    assert meta["restored_from"]["transformed_with"] == function
+
+    published = Counter(tuple(sorted(r.items())) for r in published_rows(tmp_path / "out"))
+    landing.add_files(3)
+    run_family(spark, tmp_path, landing, family, store, job, "--restore-from", lines[-1])
+    if before is None:
+        problems = family.check(tmp_path / "out", landing)
+        assert not problems, problems[:10]
+        return
+    expected = {k: n + (BUMP if k == BUMPED else 0) for k, n in before.items() if k != DROPPED}
+    assert meta["restored_from"]["transformed_rows"] == len(expected)
+    latest: dict[str, int] = {}
+    for row in map(dict, (Counter(tuple(sorted(r.items())) for r in published_rows(tmp_path / "out")) - published)):
+        latest[row["key"]] = max(latest.get(row["key"], 0), row["count"])
+    totals = landing.counts_by_key()
+    assert latest[DROPPED] == totals[DROPPED] - before[DROPPED], "the dropped key counts from zero again"
+    assert latest[BUMPED] == totals[BUMPED] + BUMP, "the fixed count goes on from the fixed value"
+    assert {k: n for k, n in latest.items() if k not in (DROPPED, BUMPED)} == {
+        k: totals[k] for k in latest if k not in (DROPPED, BUMPED)
+    }
+
+
 def test_what_cannot_be_transformed_is_refused_and_nothing_is_saved(spark, tmp_path, landing, capsys):
     landing.add_files(2)
     run_family(spark, tmp_path, landing, FAMILIES["aggregation"], "hdfs", "counts")
@@ -171,7 +218,7 @@ def test_what_cannot_be_transformed_is_refused_and_nothing_is_saved(spark, tmp_p
     savepoints = root / "counts" / "savepoints"
 
     refusals = [
-        ("on-rocksdb", f"{FUNCTIONS}:identity", "holds RocksDB state"),
+        ("on-rocksdb", f"{FUNCTIONS}:identity --partitions 3", "rescale it first (rescale --partitions 3)"),
         ("counts", "no_such_module_here:fn", "could not be loaded: ModuleNotFoundError"),
         ("counts", f"{FUNCTIONS}:missing", "has no function 'missing'"),
         ("counts", "identity", "must be MODULE:NAME or FILE.py:NAME"),
@@ -182,7 +229,7 @@ def test_what_cannot_be_transformed_is_refused_and_nothing_is_saved(spark, tmp_p
     ]
     for job, function, reason in refusals:
         where = tmp_path / "other" / "root" if job == "on-rocksdb" else root
-        code, lines, err = _command(state_transform, spark, capsys, where, job, "--function", function)
+        code, lines, err = _command(state_transform, spark, capsys, where, job, "--function", *function.split())
         assert code == 2 and reason in err, (function, err)
         assert not lines
     assert not savepoints.exists() or not any(savepoints.iterdir()), "a refused transform left a savepoint"

@@ -1,0 +1,165 @@
+"""Transform of RocksDB state: the function's rows written by Spark's own state rewriter (Spark 4.3+).
+
+A RocksDB store's files are RocksDB's own, so they are written by RocksDB: Spark 4.3's ``StateRewriter`` (the
+machinery of its offline state repartition) reads every store of the checkpoint folder, hands each one's rows
+to a function as raw ``UnsafeRow`` bytes (``partition_key``, ``key_bytes``, ``value_bytes``,
+``column_family_name``) and writes what it returns as a full snapshot of the next batch. The function given
+here (through the session's py4j gateway) passes every store through unchanged except the one asked for, whose
+rows become the transform's result, encoded as Spark's exact bytes (``unsafe_rows.write_row``). Every store
+ends in the partition Spark's own shuffle sends its ``partition_key`` to (``repartition`` by it, as Spark's
+repartition does), so no hash is computed here.
+
+The working folder gets batch N+1: its offset entry is batch N's, its commit is batch N's (with the state's
+new checkpoint ids under checkpoint format version 2), as Spark's repartition writes it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from spark_checkpoint_runtime.spark_versions import OFFLINE_REPARTITION
+from spark_checkpoint_runtime.unsafe_rows import type_name
+
+STATE_REWRITER = "org.apache.spark.sql.execution.streaming.state.StateRewriter"
+# Spark's rewriter arrived with its offline repartition.
+STATE_REWRITER_VERSION = OFFLINE_REPARTITION
+DEFAULT_COLUMN_FAMILY = "default"
+
+
+class RocksDBTransformError(ValueError):
+    """The RocksDB store cannot be written as asked (nothing was saved)."""
+
+
+class _StoreRewrite:
+    """Spark's ``StateRewriter`` calls ``apply`` once per store with that store's rows (a Java DataFrame); it
+    returns the rows to write, placed in the partition Spark's shuffle sends each ``partition_key`` to."""
+
+    def __init__(self, spark: Any, operator: int, store: str, replacement: Any, partitions: int):
+        self.spark, self.target, self.replacement, self.partitions = spark, (operator, store), replacement, partitions
+        self.error: Exception | None = None
+        self.replaced = False
+
+    def apply(self, jdf: Any) -> Any:
+        from pyspark.sql import DataFrame
+        from pyspark.sql import functions as F
+
+        try:
+            found = DataFrame(jdf, self.spark)
+            options = jdf.queryExecution().logical().options()
+            which = (int(options.get("operatorId").get()), str(options.get("storeName").get()))
+            if which == self.target:
+                families = found.where(F.col("column_family_name") != DEFAULT_COLUMN_FAMILY).limit(1).collect()
+                if families:
+                    raise RocksDBTransformError(
+                        f"operator {which[0]} store {which[1]!r} keeps column family "
+                        f"{families[0]['column_family_name']!r} (transformWithState or a join's state format 3), "
+                        "which transform cannot write yet"
+                    )
+                found = conformed(self.replacement(found.schema["partition_key"].dataType), found.schema)
+                self.replaced = True
+            return found.repartition(self.partitions, F.col("partition_key"))._jdf
+        except Exception as exc:  # said by py4j to Spark only as "a Python proxy raised": kept to be raised here
+            self.error = exc
+            raise
+
+    class Java:
+        implements = ["scala.Function1"]
+
+
+def conformed(frame: Any, schema: Any) -> Any:
+    """``frame`` with exactly ``schema``'s types and nullability: Spark's rewriter requires the schema it gave."""
+    from pyspark.sql import functions as F
+
+    columns = []
+    for field in schema.fields:
+        column = frame[field.name].cast(field.dataType)  # a struct's cast takes the target's field nullability
+        columns.append((F.when(column.isNotNull(), column) if field.nullable else column).alias(field.name))
+    return frame.select(*columns)
+
+
+def partition_key_column(key: Any, key_type: Any, partition_type: Any, normalise: bool) -> Any:
+    """The ``partition_key`` struct of a key column: its leading fields, as the operator's shuffle partitions
+    (a session window's key without the session's start, a join's key without the value's index); with
+    ``normalise`` a float or double -0.0 as 0.0, as the operator hashes it."""
+    from pyspark.sql import functions as F
+
+    wanted, fields = partition_type.fields, key_type.fields
+    if len(wanted) > len(fields) or any(
+        w.dataType.simpleString() != f.dataType.simpleString() for w, f in zip(wanted, fields, strict=False)
+    ):
+        raise RocksDBTransformError(
+            f"the store's partition key {partition_type.simpleString()} is not the leading fields of its key "
+            f"{key_type.simpleString()}: transform cannot place new rows"
+        )
+    leading = zip(wanted, fields[: len(wanted)], strict=True)
+    columns = [_normalised_column(key[f.name], f.dataType, normalise).alias(w.name) for w, f in leading]
+    return F.struct(*columns)
+
+
+def _normalised_column(column: Any, data_type: Any, normalise: bool) -> Any:
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    name = type_name(json.loads(data_type.json()))
+    if normalise and name in ("float", "double"):
+        return F.when(column == 0, F.lit(0).cast(data_type)).otherwise(column)  # -0.0 == 0 holds in Spark
+    if isinstance(data_type, StructType):
+        inner = [_normalised_column(column[f.name], f.dataType, normalise).alias(f.name) for f in data_type.fields]
+        return F.when(column.isNotNull(), F.struct(*inner))
+    return column
+
+
+def rewrite(spark: Any, location: Path, batch_id: int, rewrite_store: _StoreRewrite) -> int:
+    """Write batch ``batch_id + 1`` of the Spark checkpoint folder at ``location`` (local): every store's state
+    as ``rewrite_store`` returns it. The batch written."""
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    written = batch_id + 1
+    for log in ("offsets", "commits"):
+        if (location / log / str(written)).exists():
+            raise RocksDBTransformError(f"{location / log / str(written)} exists: the snapshot is not its last batch")
+    shutil.copyfile(location / "offsets" / str(batch_id), location / "offsets" / str(written))
+    jvm = spark._jvm  # the rewriter has no Python API: it is called through the session's gateway
+    ensure_callback_server_started(spark.sparkContext._gateway)  # the rewriter calls back into this process
+    rewriter = jvm.org.apache.spark.sql.execution.streaming.state.StateRewriter(
+        spark._jsparkSession,
+        batch_id,
+        written,
+        location.as_uri(),
+        spark._jsparkSession.sessionState().newHadoopConf(),
+        jvm.scala.Option.apply(None),
+        jvm.scala.Some(rewrite_store),
+        jvm.scala.Option.apply(None),
+    )
+    try:
+        ids = rewriter.run()
+    except Exception:
+        if rewrite_store.error is not None:
+            raise rewrite_store.error from None
+        raise
+    if not rewrite_store.replaced:
+        raise RocksDBTransformError(f"Spark's state rewriter never reached operator {rewrite_store.target}")
+    _commit(location, batch_id, written, _checkpoint_ids(jvm, ids))
+    return written
+
+
+def _checkpoint_ids(jvm: Any, ids: Any) -> dict[str, list[list[str]]] | None:
+    """Spark's ``Option[Map[operator, partition -> store -> id]]`` as the commit log's JSON (format version 2)."""
+    if not ids.isDefined():
+        return None
+    found = jvm.scala.jdk.javaapi.CollectionConverters.asJava(ids.get())
+    return {str(op): [list(stores) for stores in found.get(op)] for op in found.keySet()}
+
+
+def _commit(location: Path, batch_id: int, written: int, ids: dict[str, list[list[str]]] | None) -> None:
+    """Batch ``written``'s commit: batch ``batch_id``'s, with the new state's checkpoint ids where it has them."""
+    header, _, body = (location / "commits" / str(batch_id)).read_text(encoding="utf-8").partition("\n")
+    entry = json.loads(body)
+    if ids is not None:
+        entry["stateUniqueIds"] = ids
+    fresh = location / "commits" / f".{written}.tmp"
+    fresh.write_text(f"{header}\n{json.dumps(entry, separators=(',', ':'))}", encoding="utf-8")
+    fresh.replace(location / "commits" / str(written))
