@@ -24,6 +24,11 @@ def running_counts(spark: Any) -> Any:
     return events(spark).groupBy("key").count()
 
 
+def total_count(spark: Any) -> Any:
+    """A running count of every event: a global aggregation, whose key has no columns (use --output-mode update)."""
+    return events(spark).groupBy().count()
+
+
 def running_counts_with_total(spark: Any) -> Any:
     """Like ``running_counts`` and also a running sum: a different state schema."""
     from pyspark.sql import functions as F

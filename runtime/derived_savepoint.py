@@ -30,7 +30,7 @@ from spark_checkpoint_runtime.layout import (
 from spark_checkpoint_runtime.restore import RestorePoint
 from spark_checkpoint_runtime.snapshot import SHUFFLE_PARTITIONS, Capture, StoredFiles, capture, materialize
 from spark_checkpoint_runtime.snapshot_targets import SavepointTarget
-from spark_checkpoint_runtime.state_inspection import partition_count, snapshot_for
+from spark_checkpoint_runtime.state_inspection import partition_count, snapshot_for, snapshot_session
 from spark_checkpoint_runtime.working_copy import WorkingCopy, private_folder
 
 
@@ -127,7 +127,7 @@ def derive_savepoint(
         raise derivation.refused(folder.url, found)
     if folder.fs.exists(folder.path):
         folder.discard()  # a killed attempt of this trigger id: never a completed savepoint (no _metadata)
-    with private_folder(f"{derivation.name}-{storage.job_name}") as private:
+    with snapshot_session(spark, source.metadata), private_folder(f"{derivation.name}-{storage.job_name}") as private:
         working = WorkingCopy(private, storage.job_name, run_id)
         working.create()
         materialize(source, working)

@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import struct
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +35,7 @@ from spark_checkpoint_runtime.hdfs_state_files import (
     load_version,
 )
 from spark_checkpoint_runtime.key_partitioning import partition_of, read_row
+from spark_checkpoint_runtime.state_files.schema import StateSchemaError, key_fields
 
 CODEC_CONF = "spark.sql.streaming.stateStore.compression.codec"
 DEFAULT_CODEC = "lz4"
@@ -106,32 +106,12 @@ def pin_partitions(root: Path, partitions: int) -> None:
         faults.reach("rescale")
 
 
-def _read_utf(data: bytes, position: int) -> tuple[str, int]:
-    """Java's ``DataInput.readUTF``: a big-endian length, then modified UTF-8 (NUL as C0 80, CESU-8 pairs)."""
-    (length,) = struct.unpack_from(">H", data, position)
-    raw = data[position + 2 : position + 2 + length].replace(b"\xc0\x80", b"\x00")
-    return raw.decode("utf-8", "surrogatepass").encode("utf-16", "surrogatepass").decode(
-        "utf-16"
-    ), position + 2 + length
-
-
 def key_schema(path: Path) -> list[dict[str, Any]]:
     """The key fields (schema JSON) of a state schema file (``<op>/0/[<store>/]_metadata/schema``, v1 or v2)."""
-    data = path.read_bytes()
-    version, position = _read_utf(data, 0)
-    if version == "v1":
-        text, _ = _read_utf(data, position)
-    elif version == "v2":
-        (chunks,) = struct.unpack_from(">i", data, position)
-        position += 4
-        parts = []
-        for _ in range(chunks):
-            part, position = _read_utf(data, position)
-            parts.append(part)
-        text = "".join(parts)
-    else:
-        raise HdfsRescaleError(f"{path} is a state schema file of version {version!r}, which the rescale cannot read")
-    return list(json.loads(text)["fields"])
+    try:
+        return key_fields(path.read_bytes(), str(path))
+    except StateSchemaError as exc:
+        raise HdfsRescaleError(str(exc)) from None
 
 
 def _operator_info(operator: Path) -> dict[str, Any]:
@@ -213,11 +193,15 @@ def rescale_operator(
     if staging.exists():
         shutil.rmtree(staging)
     keys = 0
+    # An operator with no key columns (a global aggregation, a limit) runs as one partition: Spark keeps its
+    # state in partition 0 alone and writes no other, at any count.
+    keyless = all(not store.partition_columns for store in stores)
+    read_from, write_to = (1, 1) if keyless else (old, partitions)
     for store in stores:
         columns = store.key_fields[: store.partition_columns]
         types = [field["type"] for field in columns]
-        writers = [codec.open(staging / str(p) / store.store / f"{version}.snapshot") for p in range(partitions)]
-        for partition in range(old):
+        writers = [codec.open(staging / str(p) / store.store / f"{version}.snapshot") for p in range(write_to)]
+        for partition in range(read_from):
             folder = operator / str(partition) / store.store
             if not folder.is_dir():
                 raise HdfsRescaleError(

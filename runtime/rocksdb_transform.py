@@ -7,7 +7,7 @@ to a function as raw ``UnsafeRow`` bytes (``partition_key``, ``key_bytes``, ``va
 here (through the session's py4j gateway) passes every store through unchanged except the one asked for, whose
 rows become the transform's result, encoded as Spark's exact bytes (``unsafe_rows.write_row``). Every store
 ends in the partition Spark's own shuffle sends its ``partition_key`` to (``repartition`` by it, as Spark's
-repartition does), so no hash is computed here.
+repartition does), except a store whose key has no columns, which Spark keeps in partition 0 (``placed``).
 
 The working folder gets batch N+1: its offset entry is batch N's, its commit is batch N's (with the state's
 new checkpoint ids under checkpoint format version 2), as Spark's repartition writes it.
@@ -20,6 +20,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from spark_checkpoint_runtime.key_partitioning import partition_of
 from spark_checkpoint_runtime.spark_versions import OFFLINE_REPARTITION
 from spark_checkpoint_runtime.unsafe_rows import type_name
 
@@ -41,6 +42,7 @@ class _StoreRewrite:
         self.spark, self.target, self.replacement, self.partitions = spark, (operator, store), replacement, partitions
         self.error: Exception | None = None
         self.replaced = False
+        self.keyless: set[int] = set()  # operators whose key has no columns
 
     def apply(self, jdf: Any) -> Any:
         from pyspark.sql import DataFrame
@@ -60,13 +62,64 @@ class _StoreRewrite:
                     )
                 found = conformed(self.replacement(found.schema["partition_key"].dataType), found.schema)
                 self.replaced = True
-            return found.repartition(self.partitions, F.col("partition_key"))._jdf
+            if not found.schema["partition_key"].dataType.fields:
+                self.keyless.add(which[0])
+            return placed(found, self.partitions)._jdf
         except Exception as exc:  # said by py4j to Spark only as "a Python proxy raised": kept to be raised here
             self.error = exc
             raise
 
     class Java:
         implements = ["scala.Function1"]
+
+
+def placed(frame: Any, partitions: int) -> Any:
+    """``frame`` in ``partitions`` partitions, each row in the one Spark's stateful operator looks for it in.
+
+    Spark's own repartition hashes ``partition_key``. A store whose key has no columns (a global aggregation)
+    keeps its state in partition 0, whatever the count, but an empty key hashes to ``pmod(42, N)``: that state
+    would be written where the query never looks (partition 2 of 4), and silently lost. It goes to partition 0.
+    """
+    from pyspark.sql import functions as F
+
+    if frame.schema["partition_key"].dataType.fields:
+        return frame.repartition(partitions, F.col("partition_key"))
+    return frame.repartition(partitions, F.lit(zero_partition_value(partitions)))
+
+
+def zero_partition_value(partitions: int) -> int:
+    """An integer Spark's hash partitioning sends to partition 0 of ``partitions``."""
+    return next(value for value in range(1 << 20) if partition_of([value], ["integer"], partitions) == 0)
+
+
+def keyless_stores(spark: Any, location: str) -> list[tuple[int, str]]:
+    """The stores (operator, name) of the Spark checkpoint folder at ``location`` whose key has no columns: Spark
+    keeps their state in partition 0 alone."""
+    found = []
+    for row in spark.read.format("state-metadata").load(location).collect():
+        operator, store = int(row["operatorId"]), str(row["stateStoreName"])
+        if str(row["operatorName"]).startswith("transformWithState"):
+            continue  # always keyed (its grouping key), and its store is read per state variable
+        key = (
+            spark.read.format("statestore")
+            .option("operatorId", operator)
+            .option("storeName", store)
+            .load(location)
+            .schema["key"]
+            .dataType
+        )
+        if not key.fields:
+            found.append((operator, store))
+    return found
+
+
+def keep_partition_zero(location: Path, operators: set[int], partitions: int) -> None:
+    """Remove the partition folders above 0 of ``operators`` (keyless) that Spark's rewriter wrote: Spark keeps
+    such an operator's state in partition 0 alone and writes no later version elsewhere, so a folder holding
+    only the rewritten version would leave every later checkpoint unable to rebuild it."""
+    for operator in operators:
+        for partition in range(1, partitions):
+            shutil.rmtree(location / "state" / str(operator) / str(partition), ignore_errors=True)
 
 
 def conformed(frame: Any, schema: Any) -> Any:
@@ -142,6 +195,7 @@ def rewrite(spark: Any, location: Path, batch_id: int, rewrite_store: _StoreRewr
         raise
     if not rewrite_store.replaced:
         raise RocksDBTransformError(f"Spark's state rewriter never reached operator {rewrite_store.target}")
+    keep_partition_zero(location, rewrite_store.keyless, rewrite_store.partitions)
     _commit(location, batch_id, written, _checkpoint_ids(jvm, ids))
     return written
 
@@ -151,13 +205,14 @@ def _checkpoint_ids(jvm: Any, ids: Any) -> dict[str, list[list[str]]] | None:
     if not ids.isDefined():
         return None
     found = jvm.scala.jdk.javaapi.CollectionConverters.asJava(ids.get())
-    return {str(op): [list(stores) for stores in found.get(op)] for op in found.keySet()}
+    return {str(e.getKey()): [list(stores) for stores in e.getValue()] for e in found.entrySet()}
 
 
 def _commit(location: Path, batch_id: int, written: int, ids: dict[str, list[list[str]]] | None) -> None:
     """Batch ``written``'s commit: batch ``batch_id``'s, with the new state's checkpoint ids where it has them."""
     header, _, body = (location / "commits" / str(batch_id)).read_text(encoding="utf-8").partition("\n")
     entry = json.loads(body)
+    entry.pop("stateUniqueIds", None)  # batch N's ids name its state, not the rewritten one
     if ids is not None:
         entry["stateUniqueIds"] = ids
     fresh = location / "commits" / f".{written}.tmp"

@@ -25,10 +25,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from spark_checkpoint_runtime.errors import EXIT_BAD_INPUT, EXIT_OK
+from spark_checkpoint_runtime.fingerprint import FORMAT_VERSION_CONF, snapshot_state_store
 from spark_checkpoint_runtime.layout import CheckpointFormatError, CheckpointMetadata, JobFolder, ValidCheckpoint
 from spark_checkpoint_runtime.options import CommandParser, OptionsError, load_spec
 from spark_checkpoint_runtime.snapshot import SHUFFLE_PARTITIONS, materialize
@@ -212,7 +215,7 @@ def main(argv: list[str], spark: Any = None) -> int:
         snapshot = snapshot_for(storage, args.checkpoint_id, args.savepoint)
         spark = spark or local_session()
         require("Reading state (Spark's state data source)", STATE_DATA_SOURCE, parse_version(spark.version))
-        with private_folder(f"state-{args.job_name}") as folder:
+        with snapshot_session(spark, snapshot.metadata), private_folder(f"state-{args.job_name}") as folder:
             working = WorkingCopy(folder, args.job_name, "inspection")
             working.create()
             materialize(snapshot, working)
@@ -239,6 +242,24 @@ def main(argv: list[str], spark: Any = None) -> int:
             raise
         print(f"error: Spark's state data source cannot read this state: {first}", file=sys.stderr)
         return EXIT_BAD_INPUT
+
+
+@contextmanager
+def snapshot_session(spark: Any, meta: CheckpointMetadata) -> Iterator[None]:
+    """The session set, while it reads or rewrites the snapshot, to the state checkpoint format the snapshot was
+    written with: Spark reads a format version 2 store's files only under that session conf (else "failed to
+    read streaming state file"), and its state rewriter compares the two. The session's own value comes back."""
+    version = (meta.fingerprint.get("pinned_confs") or {}).get(FORMAT_VERSION_CONF)
+    version = version or snapshot_state_store(meta.fingerprint).get("checkpoint_format_version") or 1
+    before = spark.conf.get(FORMAT_VERSION_CONF, None)
+    spark.conf.set(FORMAT_VERSION_CONF, str(version))
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(FORMAT_VERSION_CONF)
+        else:
+            spark.conf.set(FORMAT_VERSION_CONF, before)
 
 
 def spark_error_line(exc: BaseException) -> str | None:

@@ -17,7 +17,7 @@ checks it as it checks any snapshot.
 The HDFS-backed store (Spark's default) on Spark 4.0+ (the state data source reads the rows): its files are
 written here. RocksDB state on Spark 4.3+: Spark's own state rewriter writes it, as the next batch
 (``rocksdb_transform``); ``--partitions`` is refused for it (rescale first). Refused with a clear error, before
-anything is saved: rows with checksums (Spark 4.1+'s
+anything is saved: HDFS-backed rows with checksums (Spark 4.1+'s
 ``rowChecksum.enabled``), state columns of a type that cannot be written here (arrays, maps, timestamps
 without time zone), a result whose columns differ from the input's, a null key, a key returned twice.
 
@@ -138,18 +138,27 @@ def load_function(reference: str) -> StateFunction:
     return function
 
 
-def check_transformable(source: ValidCheckpoint) -> int:
-    """Refuse (``TransformRefused``) what cannot be transformed, before Spark starts; the partition count."""
+def check_transformable(source: ValidCheckpoint, partitions: int | None = None) -> int:
+    """Refuse (``TransformRefused``) what cannot be transformed to ``partitions`` (None: the source's count),
+    before Spark starts; the source's partition count."""
     meta = source.metadata
     if not meta.fingerprint.get("operators"):
         raise TransformRefused(f"{source.url} holds no state (its pipeline has no stateful operator)")
+    current = keyed_partition_count(source, TransformRefused, "transformed")
+    if partitions is not None and partitions != current:
+        if rocksdb_state(meta):
+            raise TransformRefused(
+                f"{source.url} holds RocksDB state: rescale it first (rescale --partitions {partitions}), then "
+                "transform the rescaled savepoint"
+            )
+        check_rescalable(source, partitions)
     pinned = meta.fingerprint.get("pinned_confs") or {}
     # Spark's rewriter writes RocksDB state and its checksums; the HDFS-backed store's rows are written here.
     if str(pinned.get(ROW_CHECKSUM, "false")).lower() == "true" and not rocksdb_state(meta):
         raise TransformRefused(
             f"{source.url} pins {ROW_CHECKSUM}=true: its state rows carry checksums, which transform cannot write yet"
         )
-    return keyed_partition_count(source, TransformRefused, "transformed")
+    return current
 
 
 def transform(
@@ -170,7 +179,7 @@ def transform(
 
     With ``trigger_id`` a completed savepoint of the same source, function and store is returned as it is.
     """
-    current = check_transformable(source)
+    current = check_transformable(source, partitions)
     running = parse_version(spark.version)
     require("Transforming state (Spark's state data source)", STATE_DATA_SOURCE, running)
     rocksdb = rocksdb_state(source.metadata)
@@ -178,12 +187,6 @@ def transform(
         require("Transforming RocksDB state (Spark's state rewriter)", STATE_REWRITER_VERSION, running)
     described: dict[str, Any] = {"transformed_with": function_name, "transformed_store": [operator, store]}
     if partitions is not None and partitions != current:
-        if rocksdb:
-            raise TransformRefused(
-                f"{source.url} holds RocksDB state: rescale it first (rescale --partitions {partitions}), then "
-                "transform the rescaled savepoint"
-            )
-        check_rescalable(source, partitions)
         described["rescaled_from_partitions"] = current
     else:
         partitions = current
@@ -267,8 +270,10 @@ def _write_hdfs(
         records = _records(
             result.frame, result.key_fields, result.value_fields, folder.partition_columns, partitions, normalise
         )
+        # A store with no key columns (a global aggregation) lives in partition 0 alone: Spark writes no other.
+        written_partitions = partitions if folder.partition_columns else 1
         return replace_store_state(
-            codec, root / "state" / str(operator), folder.store, batch_id + 1, partitions, records
+            codec, root / "state" / str(operator), folder.store, batch_id + 1, written_partitions, records
         )
 
 
@@ -280,9 +285,11 @@ def _write_rocksdb(
     from pyspark.sql import functions as F
 
     frame, operator = result.frame, which[0]
-    _refuse_bad_rows(frame)
+    counted = _counted_rows(frame)
     names = spark.read.format("state-metadata").load(working.schema_location).collect()
     name = next((str(r["operatorName"]) for r in names if int(r["operatorId"]) == operator), None)
+    if name and name.startswith("transformWithState"):  # its state variables are column families
+        raise TransformRefused(f"operator {operator} is {name}, whose state transform cannot write yet")
     normalise = normalises_float_keys(name, parse_version(spark.version))
     key_type, value_type = frame.schema["key"].dataType, frame.schema["value"].dataType
     raw = frame.select(
@@ -301,7 +308,7 @@ def _write_rocksdb(
         )
 
     store_rewrite = _StoreRewrite(spark, operator, which[1], replacement, partitions)
-    return rewrite_rocksdb(spark, Path(working.spark_path), source.metadata.batch_id, store_rewrite), frame.count()
+    return rewrite_rocksdb(spark, Path(working.spark_path), source.metadata.batch_id, store_rewrite), counted
 
 
 def _encoder(fields: list[dict[str, Any]], normalise: bool) -> Any:
@@ -327,17 +334,30 @@ def _called(function: StateFunction, found: Any) -> Any:
         raise TransformRefused(f"the function failed: {type(exc).__name__}: {exc}; nothing was saved") from None
 
 
-def _refuse_bad_rows(result: Any) -> None:
-    """Refuse a key returned twice, a null key and a null value: Spark finds them (a pass over the result, not
-    a set of every key in this process's memory)."""
-    twice = result.groupBy("key").count().where("count > 1").limit(1).collect()
-    if twice:
-        raise TransformRefused(f"the function returned the key {twice[0]['key']} more than once")
-    nulls = result.where("key IS NULL OR value IS NULL").select("key").limit(1).collect()
-    if nulls and nulls[0]["key"] is None:
+def _counted_rows(result: Any) -> int:
+    """The result's number of rows; refuses a null key, a null value and a key returned twice. Spark finds
+    them in one pass (an aggregation, not a set of every key in this process's memory); a second query names
+    the offending key."""
+    from pyspark.sql import functions as F
+
+    per_key = result.groupBy("key").agg(
+        F.count(F.lit(1)).alias("rows"), F.count_if(F.col("value").isNull()).alias("null_values")
+    )
+    totals = per_key.agg(
+        F.sum("rows").alias("rows"),
+        F.max("rows").alias("most"),
+        F.sum("null_values").alias("null_values"),
+        F.count_if(F.col("key").isNull()).alias("null_keys"),
+    ).first()
+    if totals["null_keys"]:
         raise TransformRefused("the function returned a row whose key is null")
-    if nulls:
-        raise TransformRefused(f"the function returned a null value for the key {nulls[0]['key']}: drop the row")
+    if totals["null_values"]:
+        key = result.where(F.col("value").isNull()).select("key").first()["key"]
+        raise TransformRefused(f"the function returned a null value for the key {key}: drop the row")
+    if (totals["most"] or 0) > 1:
+        key = per_key.where("rows > 1").select("key").first()["key"]
+        raise TransformRefused(f"the function returned the key {key} more than once")
+    return int(totals["rows"] or 0)
 
 
 def normalises_float_keys(operator_name: str | None, running: tuple[int, int, int] | None) -> bool:
@@ -448,7 +468,7 @@ def _records(
     With ``normalise`` a key's -0.0 is written (and hashed) as 0.0: a function computing -0.0 would otherwise
     write a key the operator never finds, and the restored run would start that key from empty state.
     """
-    _refuse_bad_rows(result)
+    _counted_rows(result)
     key_type = {"type": "struct", "fields": key_fields}
     value_type = {"type": "struct", "fields": value_fields}
     raw = result.select(
@@ -457,6 +477,8 @@ def _records(
     )
     types = [field["type"] for field in key_fields[:columns]]
     for row in raw.toLocalIterator():
+        if row["key"] is None or row["value"] is None:  # counted out before; a function that is not deterministic
+            raise TransformRefused("the function returned a null key or value on a second reading; nothing was saved")
         key = _stored(row["key"], key_type)
         if normalise:
             key = _normalised(key, key_type)
@@ -473,8 +495,7 @@ def main(argv: list[str], spark: Any = None) -> int:
         options = (load_spec(args.spec).get("storage_options") or {}) if args.spec else {}
         storage = JobFolder(args.checkpoint_root, args.job_name, options)
         source = source_snapshot(storage, args.source)
-        if check_transformable(source) != args.partitions and args.partitions is not None:
-            check_rescalable(source, args.partitions)  # before Spark starts: bad input fails in a second
+        check_transformable(source, args.partitions)  # before Spark starts: bad input fails in a second
         function = load_function(args.function)
         spark = spark or local_session("checkpoint-transform")
         location, meta = transform(
@@ -507,7 +528,8 @@ def main(argv: list[str], spark: Any = None) -> int:
         return EXIT_BAD_INPUT
     origin = meta.restored_from or {}
     print(
-        f"transformed {source.url} (batch {source.metadata.batch_id}) with {args.function}: savepoint {meta.id}, "
+        f"transformed {source.url} (batch {source.metadata.batch_id}) with {args.function}: savepoint {meta.id} "
+        f"at batch {meta.batch_id}, "
         f"{origin.get('transformed_rows')} rows in operator {args.operator} store {args.store_name!r}"
         f"{f' at {args.partitions} partitions' if 'rescaled_from_partitions' in origin else ''}, "
         f"{format_bytes(meta.state_bytes)} of state, in {format_duration(meta.durations_ms['total'] / 1000)}",

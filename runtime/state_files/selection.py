@@ -21,11 +21,13 @@ from __future__ import annotations
 import json
 import posixpath
 import re
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from spark_checkpoint_runtime.state_files import hdfs, rocksdb
 from spark_checkpoint_runtime.state_files.errors import CaptureError, UnsupportedStateStore
+from spark_checkpoint_runtime.state_files.schema import StateSchemaError, key_fields
 
 _NUMBERED = re.compile(r"^(\d+)$")
 _VERSIONED_META = re.compile(r"^(\d+)(?:_.*)?$")
@@ -122,7 +124,7 @@ def _select_state(
         selected.append(SelectedFile(path, size, shared=False))
     if partitions is not None:
         operators = {path.split("/")[1] for path in visible if path.startswith("state/") and path.count("/") >= 2}
-        check_partitions(operators, folders, partitions)
+        check_partitions(operators, folders, partitions, lambda op: _keyless(op, visible, read))
         # Partitions at or above the count are a larger count's, left behind by a rescale down: dead state.
         folders = {f: names for f, names in folders.items() if not _beyond(f.split("/")[2], partitions)}
     commit_ids = _CommitIds(visible, read)
@@ -143,12 +145,18 @@ def _beyond(partition: str, partitions: int) -> bool:
     return partition.isdigit() and int(partition) >= partitions
 
 
-def check_partitions(operators: set[str], folders: dict[str, dict[str, int]], partitions: int) -> None:
+def check_partitions(
+    operators: set[str],
+    folders: dict[str, dict[str, int]],
+    partitions: int,
+    keyless: Callable[[str], bool] = lambda op: False,
+) -> None:
     """Every stateful operator must have a state folder for each of the query's ``partitions``.
 
     A partition missing from the working folder is state the checkpoint would silently lose: on a cluster
     it means an executor wrote its state somewhere the driver cannot see (a working folder that is not
-    shared), so fail the checkpoint and say so.
+    shared), so fail the checkpoint and say so. The exception: an operator whose key has no columns (a global
+    aggregation; ``keyless``) runs as one partition, so Spark writes its partition 0 alone.
     """
     present: dict[str, set[int]] = {op: set() for op in operators}
     for folder in folders:
@@ -157,13 +165,23 @@ def check_partitions(operators: set[str], folders: dict[str, dict[str, int]], pa
             present.setdefault(op, set()).add(int(partition))
     for op, found in sorted(present.items()):
         missing = sorted(set(range(partitions)) - found)
-        if missing:
+        if missing and not (found == {0} and keyless(op)):
             shown = ", ".join(str(p) for p in missing[:10]) + (" ..." if len(missing) > 10 else "")
             raise CaptureError(
                 f"state operator {op} has {len(found)} of its {partitions} partitions in the working folder "
                 f"(missing: {shown}); the checkpoint would lose their state. On a cluster the working folder "
                 "(--working-dir) must be one folder every executor and the driver share (NFS, HDFS)"
             )
+
+
+def _keyless(op: str, visible: dict[str, int], read: Callable[[str], bytes]) -> bool:
+    """Whether every store of operator ``op`` has a key of no columns (its partition 0's schema files say)."""
+    prefix = f"state/{op}/0/"
+    schemas = [p for p in visible if p.startswith(prefix) and p.endswith("/_metadata/schema")]
+    try:
+        return bool(schemas) and all(not key_fields(read(p), p) for p in schemas)
+    except (CaptureError, StateSchemaError, struct.error, ValueError):
+        return False  # a schema this runtime cannot read: the missing partitions stay an error
 
 
 def _layout(folder: str, names: dict[str, int]) -> str:

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from spark_checkpoint_runtime import state_inspection
+from spark_checkpoint_runtime.fingerprint import FORMAT_VERSION_CONF
 from spark_checkpoint_runtime.layout import JobFolder
 from tests.integration.test_state_stores import clean_state_confs, run_family  # noqa: F401 - a fixture
-from tests.support.state_matrix import FAMILIES
+from tests.support.state_matrix import FAMILIES, STATE_CONFS
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("clean_state_confs")]
 
@@ -78,3 +79,16 @@ def test_a_join_shows_its_four_stores_and_a_wrong_name_is_a_clear_error(spark, t
     assert code == 2 and "has no chk-999" in err
     code, _, err = _state(spark, capsys, tmp_path, "nothing-here")
     assert code == 2 and "no checkpoint" in err
+
+
+def test_state_written_in_checkpoint_format_version_2_is_read_from_a_fresh_session(spark, tmp_path, landing, capsys):
+    """Spark reads a format version 2 store only with that session conf: the command sets it from the snapshot,
+    whatever its own session says, and gives the session's value back."""
+    landing.add_files(3)
+    run_family(spark, tmp_path, landing, FAMILIES["aggregation"], "rocksdb-v2", "counts")
+    for key in STATE_CONFS:  # the command's own session has none of the job's confs
+        spark.conf.unset(key)
+    code, lines, err = _state(spark, capsys, tmp_path, "counts", "--json", "--limit", "10000")
+    assert code == 0, err
+    assert {row["key"]["key"]: row["value"]["count"] for row in map(json.loads, lines)} == landing.counts_by_key()
+    assert spark.conf.get(FORMAT_VERSION_CONF, None) is None

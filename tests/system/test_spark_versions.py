@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from spark_checkpoint_runtime.layout import ControlChannel, JobFolder
+from spark_checkpoint_runtime.rocksdb_transform import STATE_REWRITER_VERSION
 from spark_checkpoint_runtime.spark_versions import OFFLINE_REPARTITION, parse_version
 from spark_checkpoint_runtime.state_inspection import STATE_DATA_SOURCE
 from tests.support.airflow_env import load_dag, task_states, xcom
@@ -100,6 +101,7 @@ def test_crash_chain_on_each_spark(tmp_path: Path, landing: Landing, matrix, ins
     assert newest_metadata(tmp_path / "root", "versions").spark_version == install.version
     if store == "rocksdb":
         _rescale_or_refuse(tmp_path, install)
+        _transform_and_continue(tmp_path, landing, install, family, store)
     else:
         _rescale_and_continue(tmp_path, landing, install, family)
         _transform_and_continue(tmp_path, landing, install, family)
@@ -125,9 +127,16 @@ def _rescale_and_continue(tmp_path: Path, landing: Landing, install: SparkInstal
 
 
 def _continue_from(
-    tmp_path: Path, landing: Landing, install: SparkInstall, family, savepoint: str, log_name: str
+    tmp_path: Path,
+    landing: Landing,
+    install: SparkInstall,
+    family,
+    savepoint: str,
+    log_name: str,
+    store: str = "hdfs",
+    partitions: int | None = 3,
 ) -> None:
-    """Two more files, then the job on this Spark restored from ``savepoint`` at 3 partitions: exit 0."""
+    """Two more files, then the job on this Spark restored from ``savepoint`` (at ``partitions``): exit 0."""
     landing.add_files(2)
     run = job_args(
         "versions",
@@ -138,16 +147,21 @@ def _continue_from(
         pipeline=f"examples.pipelines:{family.pipeline}",
         output_mode=family.output_mode,
     )
-    run += ["--restore-from", savepoint, "--conf", "spark.sql.shuffle.partitions=3"]
+    run += [*store_args(store), "--restore-from", savepoint]
+    if partitions is not None:
+        run += ["--conf", f"spark.sql.shuffle.partitions={partitions}"]
     log = tmp_path / log_name
     code = spark_submit(run, log, spark_submit_path=install.spark_submit).wait(timeout=300)
     assert code == 0, log.read_text(errors="replace")[-3000:]
 
 
-def _transform_and_continue(tmp_path: Path, landing: Landing, install: SparkInstall, family) -> None:
-    """``transform`` on this Spark (Spark 4.0+, where the state data source reads the rows): an identity
-    transform of the newest checkpoint, which must write every key as this Spark's bytes, then the job restored
-    from it with more input, every count exact. On an older Spark, a clear refusal before anything is written."""
+def _transform_and_continue(
+    tmp_path: Path, landing: Landing, install: SparkInstall, family, store: str = "hdfs"
+) -> None:
+    """``transform`` on this Spark (Spark 4.0+, where the state data source reads the rows; RocksDB state on
+    4.3+, where Spark's state rewriter writes it): an identity transform of the newest checkpoint, which must
+    write every key as this Spark's bytes, then the job restored from it with more input, every output exact.
+    On an older Spark, a clear refusal before anything is written."""
     root = tmp_path / "root"
     savepoints = root / "versions" / "savepoints"
     before = sorted(savepoints.rglob("*"))
@@ -156,8 +170,11 @@ def _transform_and_continue(tmp_path: Path, landing: Landing, install: SparkInst
     log = tmp_path / "transform.log"
     code = spark_submit(args, log, spark_submit_path=install.spark_submit).wait(timeout=300)
     text = log.read_text(errors="replace")
-    if parse_version(install.version)[:2] < STATE_DATA_SOURCE:
-        assert code == 2 and "needs Spark 4.0 or newer" in text, text[-3000:]
+    running = parse_version(install.version)[:2]
+    needed = STATE_REWRITER_VERSION if store == "rocksdb" else STATE_DATA_SOURCE
+    if running < needed:
+        needs = "needs Spark 4.0 or newer" if running < STATE_DATA_SOURCE else "needs Spark 4.3 or newer"
+        assert code == 2 and needs in text, text[-3000:]
         assert sorted(savepoints.rglob("*")) == before
         return
     assert code == 0, text[-3000:]
@@ -165,10 +182,11 @@ def _transform_and_continue(tmp_path: Path, landing: Landing, install: SparkInst
     transformed = storage.savepoints.read("savepoint-identity")
     assert transformed.restored_from["transformed_with"] == "tests.support.transforms:identity"
     identity = storage.url_of(storage.savepoints.path("savepoint-identity"))
-    _continue_from(tmp_path, landing, install, family, identity, "transformed-run.log")
+    partitions = 3 if store == "hdfs" else None  # the HDFS chain was rescaled to 3 before
+    _continue_from(tmp_path, landing, install, family, identity, "transformed-run.log", store, partitions)
     assert newest_metadata(root, "versions").restored_from["id"] == transformed.id
     problems = family.check(tmp_path / "out", landing)
-    assert not problems, f"Spark {install.version}, transformed HDFS state: {problems[:10]}"
+    assert not problems, f"Spark {install.version}, transformed {store} state: {problems[:10]}"
 
 
 def _rescale_or_refuse(tmp_path: Path, install: SparkInstall) -> None:
