@@ -29,6 +29,12 @@ def total_count(spark: Any) -> Any:
     return events(spark).groupBy().count()
 
 
+def first_events(spark: Any) -> Any:
+    """The first ``spark.example.limit`` events (default 30) and no more: a streaming limit, whose state (the rows
+    emitted so far) Spark keeps in partition 0 (use --output-mode append)."""
+    return events(spark).limit(int(spark.conf.get("spark.example.limit", "30")))
+
+
 def running_counts_with_total(spark: Any) -> Any:
     """Like ``running_counts`` and also a running sum: a different state schema."""
     from pyspark.sql import functions as F

@@ -35,7 +35,7 @@ from spark_checkpoint_runtime.hdfs_state_files import (
     load_version,
 )
 from spark_checkpoint_runtime.key_partitioning import partition_of, read_row
-from spark_checkpoint_runtime.state_files.schema import StateSchemaError, key_fields
+from spark_checkpoint_runtime.state_files.schema import StateSchemaError, key_fields, keyless
 
 CODEC_CONF = "spark.sql.streaming.stateStore.compression.codec"
 DEFAULT_CODEC = "lz4"
@@ -135,7 +135,7 @@ def _partition_columns(
     ``prefix_columns`` is the store's ``numColsPrefixKey`` from the operator metadata (Spark 4.0+), None where
     Spark wrote none (3.5).
     """
-    if single_partition or all(field.get("type") == "null" for field in fields):
+    if single_partition or keyless(fields):
         return 0  # a global aggregation or a limit: Spark runs it as one partition
     if store.endswith(JOIN_INDEXED_STORE):
         return len(fields) - 1  # the join keys, not the value's index among them

@@ -22,6 +22,7 @@ from typing import Any
 
 from spark_checkpoint_runtime.key_partitioning import partition_of
 from spark_checkpoint_runtime.spark_versions import OFFLINE_REPARTITION
+from spark_checkpoint_runtime.state_files.schema import keyless
 from spark_checkpoint_runtime.unsafe_rows import type_name
 
 STATE_REWRITER = "org.apache.spark.sql.execution.streaming.state.StateRewriter"
@@ -62,7 +63,7 @@ class _StoreRewrite:
                     )
                 found = conformed(self.replacement(found.schema["partition_key"].dataType), found.schema)
                 self.replaced = True
-            if not found.schema["partition_key"].dataType.fields:
+            if _keyless_type(found.schema["partition_key"].dataType):
                 self.keyless.add(which[0])
             return placed(found, self.partitions)._jdf
         except Exception as exc:  # said by py4j to Spark only as "a Python proxy raised": kept to be raised here
@@ -82,9 +83,13 @@ def placed(frame: Any, partitions: int) -> Any:
     """
     from pyspark.sql import functions as F
 
-    if frame.schema["partition_key"].dataType.fields:
+    if not _keyless_type(frame.schema["partition_key"].dataType):
         return frame.repartition(partitions, F.col("partition_key"))
     return frame.repartition(partitions, F.lit(zero_partition_value(partitions)))
+
+
+def _keyless_type(struct_type: Any) -> bool:
+    return keyless(json.loads(struct_type.json())["fields"])
 
 
 def zero_partition_value(partitions: int) -> int:
@@ -108,7 +113,7 @@ def keyless_stores(spark: Any, location: str) -> list[tuple[int, str]]:
             .schema["key"]
             .dataType
         )
-        if not key.fields:
+        if _keyless_type(key):
             found.append((operator, store))
     return found
 

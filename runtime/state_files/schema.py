@@ -40,3 +40,9 @@ def key_fields(data: bytes, where: str) -> list[dict[str, Any]]:
     else:
         raise StateSchemaError(f"{where} is a state schema file of version {version!r}, which cannot be read here")
     return list(json.loads(text)["fields"])
+
+
+def keyless(fields: list[dict[str, Any]]) -> bool:
+    """Whether a key of these fields (schema JSON) has no columns to partition by: none, or only NullType ones
+    (a streaming limit's key). Spark runs such an operator as one partition and keeps its state in partition 0."""
+    return all(field.get("type") in ("null", "void") for field in fields)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from spark_checkpoint_runtime.state_files import hdfs, rocksdb
 from spark_checkpoint_runtime.state_files.errors import CaptureError, UnsupportedStateStore
-from spark_checkpoint_runtime.state_files.schema import StateSchemaError, key_fields
+from spark_checkpoint_runtime.state_files.schema import StateSchemaError, key_fields, keyless
 
 _NUMBERED = re.compile(r"^(\d+)$")
 _VERSIONED_META = re.compile(r"^(\d+)(?:_.*)?$")
@@ -179,7 +179,7 @@ def _keyless(op: str, visible: dict[str, int], read: Callable[[str], bytes]) -> 
     prefix = f"state/{op}/0/"
     schemas = [p for p in visible if p.startswith(prefix) and p.endswith("/_metadata/schema")]
     try:
-        return bool(schemas) and all(not key_fields(read(p), p) for p in schemas)
+        return bool(schemas) and all(keyless(key_fields(read(p), p)) for p in schemas)
     except (CaptureError, StateSchemaError, struct.error, ValueError):
         return False  # a schema this runtime cannot read: the missing partitions stay an error
 

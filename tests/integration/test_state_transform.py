@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from spark_checkpoint_runtime import rescale, state_inspection, state_transform
+from spark_checkpoint_runtime import state_inspection, state_transform
 from spark_checkpoint_runtime.hdfs_state_files import StateFileCodec, load_version
 from spark_checkpoint_runtime.layout import JobFolder
 from spark_checkpoint_runtime.snapshot import materialize
@@ -18,7 +18,7 @@ from spark_checkpoint_runtime.unsafe_rows import write_row
 from spark_checkpoint_runtime.working_copy import WorkingCopy
 from tests.integration.test_state_stores import clean_state_confs, run_family  # noqa: F401 - a fixture
 from tests.support.helpers import published_rows
-from tests.support.state_matrix import FAMILIES, STATE_CONFS, Family
+from tests.support.state_matrix import FAMILIES, STATE_CONFS
 from tests.support.transforms import BUMP, BUMPED, DROPPED
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("clean_state_confs")]
@@ -216,46 +216,6 @@ def test_rocksdb_state_is_transformed_by_sparks_state_rewriter_and_the_job_conti
     assert {k: n for k, n in latest.items() if k not in (DROPPED, BUMPED)} == {
         k: totals[k] for k in latest if k not in (DROPPED, BUMPED)
     }
-
-
-def _total_is_exact(output: Path, landing) -> list[str]:
-    counted = max(row["count"] for row in published_rows(output))
-    return [] if counted == len(landing.rows) else [f"the total is {counted}, not {len(landing.rows)}"]
-
-
-TOTAL = Family("total_count", "update", ("aggregation",), _total_is_exact)
-
-
-@pytest.mark.parametrize("store", ["rocksdb", "hdfs"])
-def test_a_global_aggregation_keeps_its_state_in_partition_0(spark, tmp_path, landing, capsys, store):
-    """A key with no columns: Spark keeps its state in partition 0 alone, and writes no other partition. Every
-    checkpoint takes it, and a transform and a rescale keep it there, so a restored total goes on. Spark's own
-    repartition (RocksDB) hashes an empty key to pmod(42, N), 2 at 8 partitions, so a rescale to such a count
-    is refused."""
-    root, job, count = tmp_path / "root", "total", spark.conf.get("spark.sql.shuffle.partitions")
-    spark.conf.set("spark.sql.shuffle.partitions", "4")
-    try:
-        landing.add_files(3)
-        run_family(spark, tmp_path, landing, TOTAL, store, job)
-        code, lines, err = _command(state_transform, spark, capsys, root, job, "--function", f"{FUNCTIONS}:identity")
-        assert code == 0, err
-        landing.add_files(2)
-        run_family(spark, tmp_path, landing, TOTAL, store, job, "--restore-from", lines[-1])
-        assert not TOTAL.check(tmp_path / "out", landing)
-
-        if store == "rocksdb":
-            code, lines, err = _command(rescale, spark, capsys, root, job, "--partitions", "8")
-            assert code == 2 and "to partition 2 of 8, where the query never looks" in err, err
-            assert "nothing was saved" in err and not lines
-        # At 6 Spark's repartition leaves it in partition 0 (and ours always does): the run restored at 6 goes on.
-        code, lines, err = _command(rescale, spark, capsys, root, job, "--partitions", "6")
-        assert code == 0, err
-        spark.conf.set("spark.sql.shuffle.partitions", "6")
-        landing.add_files(2)
-        run_family(spark, tmp_path, landing, TOTAL, store, job, "--restore-from", lines[-1])
-        assert not TOTAL.check(tmp_path / "out", landing)
-    finally:
-        spark.conf.set("spark.sql.shuffle.partitions", count)
 
 
 def test_what_cannot_be_transformed_is_refused_and_nothing_is_saved(spark, tmp_path, landing, capsys):
