@@ -17,9 +17,9 @@ checks it as it checks any snapshot.
 The HDFS-backed store (Spark's default) on Spark 4.0+ (the state data source reads the rows): its files are
 written here. RocksDB state on Spark 4.3+: Spark's own state rewriter writes it, as the next batch
 (``rocksdb_transform``); ``--partitions`` is refused for it (rescale first). Refused with a clear error, before
-anything is saved: HDFS-backed rows with checksums (Spark 4.1+'s
-``rowChecksum.enabled``), state columns of a type that cannot be written here (arrays, maps, timestamps
-without time zone), a result whose columns differ from the input's, a null key, a key returned twice.
+anything is saved: HDFS-backed rows with checksums (Spark 4.1+'s ``rowChecksum.enabled``), state columns of
+a type that cannot be written here (arrays, maps), a result whose columns differ from the input's, a null key,
+a key returned twice.
 
 Exit 0 with the savepoint's path as the last line on stdout; exit 2 with a one-line reason for bad input.
 """
@@ -34,6 +34,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from decimal import Decimal, localcontext
 from pathlib import Path
 from typing import Any
@@ -86,8 +87,9 @@ from spark_checkpoint_runtime.working_copy import WorkingCopy
 
 COMMAND = "transform"
 WRITABLE_TYPES = {"boolean", "byte", "short", "integer", "long", "float", "double", "string", "binary", "date"}
-WRITABLE_TYPES |= {"timestamp", "null", "void"}  # NullType is "void" in its JSON since Spark 3.5
+WRITABLE_TYPES |= {"timestamp", "timestamp_ntz", "null", "void"}  # NullType is "void" in its JSON since Spark 3.5
 DEDUPLICATION_OPERATORS = {"dedupe", "dedupeWithinWatermark"}
+_NTZ_EPOCH = datetime(1970, 1, 1)
 
 StateFunction = Callable[[Any], Any]
 
@@ -417,13 +419,16 @@ def _check_writable(fields: list[dict[str, Any]], where: str) -> None:
 
 
 def _raw_column(column: Any, data_type: Any) -> Any:
-    """``column`` with dates as days and timestamps as microseconds (the stored integers), at any depth: Python's
-    datetime would pass through the local time zone and could shift a key's bytes."""
+    """``column`` with dates as days and timestamps (with and without time zone) as microseconds (the stored
+    integers), at any depth: Python's datetime would pass through the local time zone and could shift a key's
+    bytes."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import DateType, StructType, TimestampType
+    from pyspark.sql.types import DateType, StructType, TimestampNTZType, TimestampType
 
     if isinstance(data_type, TimestampType):
         return F.unix_micros(column)
+    if isinstance(data_type, TimestampNTZType):  # its wall-clock text: every Spark function on it takes a zone
+        return column.cast("string")
     if isinstance(data_type, DateType):
         return F.unix_date(column)
     if isinstance(data_type, StructType):
@@ -448,6 +453,8 @@ def _stored(value: Any, data_type: Any) -> Any:
         if unscaled != unscaled.to_integral_value():
             raise TransformRefused(f"the decimal {value} does not fit the state's {name}")
         return int(unscaled)
+    if name == "timestamp_ntz":  # the wall clock's microseconds from 1970-01-01 00:00, no zone involved
+        return (datetime.fromisoformat(value) - _NTZ_EPOCH) // timedelta(microseconds=1)
     if isinstance(value, str):
         return value.encode("utf-8")  # read_row's form: hashed, and written, as its UTF-8 bytes
     if isinstance(value, bytearray):

@@ -69,3 +69,25 @@ def test_values_collected_from_spark_are_written_as_sparks_bytes(spark):
     fields = json.loads(found.schema.json())["fields"]
     (row,) = found.collect()
     assert write_row(_stored(row, {"type": "struct", "fields": fields}), fields) == data
+
+
+def test_dates_and_timestamps_collected_in_any_time_zone_are_written_as_sparks_bytes(spark):
+    """Dates and timestamps, with and without time zone, reach Python as the integers Spark stores, never as
+    datetimes (which pass through the local zone): the bytes do not depend on the session's time zone."""
+    from spark_checkpoint_runtime.state_transform import _raw_column, _stored
+
+    found = spark.sql(
+        "SELECT TIMESTAMP_NTZ'2024-03-10 02:30:00.123456' AS ntz, TIMESTAMP_NTZ'1900-03-01 12:00:00' AS old_ntz, "
+        "TIMESTAMP'2024-03-10 10:30:00.5' AS ts, DATE'1969-12-31' AS d, "
+        "named_struct('at', TIMESTAMP_NTZ'2000-01-01 00:00:00', 'n', 1) AS nested"
+    )
+    data = bytes(found._jdf.queryExecution().toRdd().first().getBytes())
+    fields = json.loads(found.schema.json())["fields"]
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "America/Los_Angeles")  # 2024-03-10 02:30 does not exist there
+    try:
+        raw = found.select(*[_raw_column(found[f.name], f.dataType).alias(f.name) for f in found.schema.fields])
+        (row,) = raw.collect()
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
+    assert write_row(_stored(row, {"type": "struct", "fields": fields}), fields) == data
