@@ -35,7 +35,7 @@ from spark_checkpoint_runtime.hdfs_state_files import (
     load_version,
 )
 from spark_checkpoint_runtime.key_partitioning import partition_of, read_row
-from spark_checkpoint_runtime.state_files.schema import StateSchemaError, key_fields, keyless
+from spark_checkpoint_runtime.state_files.schema import StateSchemaError, key_fields, single_partition
 
 CODEC_CONF = "spark.sql.streaming.stateStore.compression.codec"
 DEFAULT_CODEC = "lz4"
@@ -43,7 +43,6 @@ SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 STRICT_DISTRIBUTION = "spark.sql.streaming.statefulOperator.useStrictDistribution"
 ROW_CHECKSUM = "spark.sql.streaming.stateStore.rowChecksum.enabled"  # Spark 4.1+: a CRC32C before each value
 JOIN_INDEXED_STORE = "keyWithIndexToValue"  # a join's values per key and index: the index is not partitioned on
-SINGLE_PARTITION_OPERATORS = {"globalLimit"}  # its state lives in partition 0 whatever the count
 
 
 @dataclass(frozen=True)
@@ -135,7 +134,7 @@ def _partition_columns(
     ``prefix_columns`` is the store's ``numColsPrefixKey`` from the operator metadata (Spark 4.0+), None where
     Spark wrote none (3.5).
     """
-    if single_partition or keyless(fields):
+    if single_partition:
         return 0  # a global aggregation or a limit: Spark runs it as one partition
     if store.endswith(JOIN_INDEXED_STORE):
         return len(fields) - 1  # the join keys, not the value's index among them
@@ -154,7 +153,8 @@ def store_folders(operator: Path) -> list[StateStoreFolder]:
         raise HdfsRescaleError(f"{operator} has no partition 0: the snapshot is incomplete")
     info = _operator_info(operator)
     prefixes = {entry.get("storeName", "default"): int(entry.get("numColsPrefixKey") or 0) for entry in info["stores"]}
-    single_partition = info["name"] in SINGLE_PARTITION_OPERATORS
+    higher = any(p.name.isdigit() and int(p.name) > 0 for p in operator.iterdir())
+    operator_name = info["name"] if info["written"] else None
     if (first / "_metadata" / "schema").exists():
         names = [""]
     else:
@@ -167,7 +167,11 @@ def store_folders(operator: Path) -> list[StateStoreFolder]:
         prefix = prefixes.get(name or "default", 0) if info["written"] else None
         found.append(
             StateStoreFolder(
-                operator.name, name, fields, _partition_columns(name, fields, prefix, single_partition), info["name"]
+                operator.name,
+                name,
+                fields,
+                _partition_columns(name, fields, prefix, single_partition(fields, operator_name, higher)),
+                info["name"],
             )
         )
     return found
@@ -195,8 +199,8 @@ def rescale_operator(
     keys = 0
     # An operator with no key columns (a global aggregation, a limit) runs as one partition: Spark keeps its
     # state in partition 0 alone and writes no other, at any count.
-    keyless = all(not store.partition_columns for store in stores)
-    read_from, write_to = (1, 1) if keyless else (old, partitions)
+    one_partition = all(not store.partition_columns for store in stores)
+    read_from, write_to = (1, 1) if one_partition else (old, partitions)
     for store in stores:
         columns = store.key_fields[: store.partition_columns]
         types = [field["type"] for field in columns]

@@ -43,7 +43,7 @@ from spark_checkpoint_runtime.hdfs_state_files import HdfsRescaleError
 from spark_checkpoint_runtime.key_partitioning import UnsupportedKeyType, partition_of
 from spark_checkpoint_runtime.layout import CheckpointFormatError, CheckpointMetadata, JobFolder, ValidCheckpoint
 from spark_checkpoint_runtime.options import CommandParser, OptionsError, load_spec
-from spark_checkpoint_runtime.rocksdb_transform import keep_partition_zero, keyless_stores
+from spark_checkpoint_runtime.rocksdb_transform import keep_partition_zero, single_partition_stores
 from spark_checkpoint_runtime.snapshot import SHUFFLE_PARTITIONS, Capture
 from spark_checkpoint_runtime.spark_versions import OFFLINE_REPARTITION, UnsupportedSparkFeature, parse_version, require
 from spark_checkpoint_runtime.state_inspection import local_session, partition_count, spark_error_line
@@ -118,10 +118,10 @@ def rescale(
 
     def rewrite(working: WorkingCopy) -> int:
         if rocksdb:
-            keyless = keyless_stores(spark, working.schema_location)
+            zero = single_partition_stores(spark, working.schema_location)
             moved_to = partition_of([], [], partitions)  # where Spark's repartition sends an empty key
-            if keyless and moved_to:
-                named = ", ".join(f"operator {op} store {name!r}" for op, name in keyless)
+            if zero and moved_to:
+                named = ", ".join(f"operator {op} store {name!r}" for op, names in zero.items() for name in names)
                 raise RescaleRefused(
                     f"Spark's offline state repartition would move the state of {named} (a key with no columns, "
                     f"which Spark keeps in partition 0) to partition {moved_to} of {partitions}, where the query "
@@ -129,7 +129,7 @@ def rescale(
                     "3, 6, 7, 14, 21 or 42; nothing was saved"
                 )
             written = repartition(spark, working.spark_location, partitions)
-            keep_partition_zero(Path(working.spark_path), {op for op, _ in keyless}, partitions)
+            keep_partition_zero(Path(working.spark_path), set(zero))
             return written
         # Spark has no repartition for this store: our own rewrite, at the source's batch.
         rescale_hdfs_state(spark, source, working, partitions)

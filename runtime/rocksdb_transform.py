@@ -22,7 +22,7 @@ from typing import Any
 
 from spark_checkpoint_runtime.key_partitioning import partition_of
 from spark_checkpoint_runtime.spark_versions import OFFLINE_REPARTITION
-from spark_checkpoint_runtime.state_files.schema import keyless
+from spark_checkpoint_runtime.state_files.schema import single_partition
 from spark_checkpoint_runtime.unsafe_rows import type_name
 
 STATE_REWRITER = "org.apache.spark.sql.execution.streaming.state.StateRewriter"
@@ -43,7 +43,7 @@ class _StoreRewrite:
         self.spark, self.target, self.replacement, self.partitions = spark, (operator, store), replacement, partitions
         self.error: Exception | None = None
         self.replaced = False
-        self.keyless: set[int] = set()  # operators whose key has no columns
+        self.zero: set[tuple[int, str]] = set()  # stores kept in partition 0 alone (``single_partition_stores``)
 
     def apply(self, jdf: Any) -> Any:
         from pyspark.sql import DataFrame
@@ -63,9 +63,7 @@ class _StoreRewrite:
                     )
                 found = conformed(self.replacement(found.schema["partition_key"].dataType), found.schema)
                 self.replaced = True
-            if _keyless_type(found.schema["partition_key"].dataType):
-                self.keyless.add(which[0])
-            return placed(found, self.partitions)._jdf
+            return placed(found, self.partitions, which in self.zero)._jdf
         except Exception as exc:  # said by py4j to Spark only as "a Python proxy raised": kept to be raised here
             self.error = exc
             raise
@@ -74,22 +72,18 @@ class _StoreRewrite:
         implements = ["scala.Function1"]
 
 
-def placed(frame: Any, partitions: int) -> Any:
+def placed(frame: Any, partitions: int, zero: bool) -> Any:
     """``frame`` in ``partitions`` partitions, each row in the one Spark's stateful operator looks for it in.
 
-    Spark's own repartition hashes ``partition_key``. A store whose key has no columns (a global aggregation)
-    keeps its state in partition 0, whatever the count, but an empty key hashes to ``pmod(42, N)``: that state
-    would be written where the query never looks (partition 2 of 4), and silently lost. It goes to partition 0.
+    Spark's own repartition hashes ``partition_key``. A store kept in partition 0 alone (``zero``: a global
+    aggregation's, a limit's) has an empty or null key, which hashes to ``pmod(42, N)``: its state would be
+    written where the query never looks (partition 2 of 4), and silently lost. It goes to partition 0.
     """
     from pyspark.sql import functions as F
 
-    if not _keyless_type(frame.schema["partition_key"].dataType):
+    if not zero:
         return frame.repartition(partitions, F.col("partition_key"))
     return frame.repartition(partitions, F.lit(zero_partition_value(partitions)))
-
-
-def _keyless_type(struct_type: Any) -> bool:
-    return keyless(json.loads(struct_type.json())["fields"])
 
 
 def zero_partition_value(partitions: int) -> int:
@@ -97,34 +91,42 @@ def zero_partition_value(partitions: int) -> int:
     return next(value for value in range(1 << 20) if partition_of([value], ["integer"], partitions) == 0)
 
 
-def keyless_stores(spark: Any, location: str) -> list[tuple[int, str]]:
-    """The stores (operator, name) of the Spark checkpoint folder at ``location`` whose key has no columns: Spark
-    keeps their state in partition 0 alone."""
-    found = []
+def single_partition_stores(spark: Any, location: str) -> dict[int, list[str]]:
+    """The operators of the Spark checkpoint folder at ``location`` that keep their state in partition 0 alone
+    (every store's key has no columns, or it is a limit: ``state_files.schema.single_partition``), and their
+    stores."""
+    stores: dict[tuple[int, str], list[str]] = {}
     for row in spark.read.format("state-metadata").load(location).collect():
-        operator, store = int(row["operatorId"]), str(row["stateStoreName"])
-        if str(row["operatorName"]).startswith("transformWithState"):
+        operator, store, name = int(row["operatorId"]), str(row["stateStoreName"]), str(row["operatorName"])
+        stores.setdefault((operator, name), []).append(store)
+    found = {}
+    for (operator, name), names in sorted(stores.items()):
+        if name.startswith("transformWithState"):
             continue  # always keyed (its grouping key), and its store is read per state variable
-        key = (
-            spark.read.format("statestore")
-            .option("operatorId", operator)
-            .option("storeName", store)
-            .load(location)
-            .schema["key"]
-            .dataType
-        )
-        if _keyless_type(key):
-            found.append((operator, store))
+        keys = [
+            json.loads(
+                spark.read.format("statestore")
+                .option("operatorId", operator)
+                .option("storeName", store)
+                .load(location)
+                .schema["key"]
+                .dataType.json()
+            )["fields"]
+            for store in names
+        ]
+        if all(single_partition(fields, name, higher_partitions=True) for fields in keys):
+            found[operator] = names
     return found
 
 
-def keep_partition_zero(location: Path, operators: set[int], partitions: int) -> None:
-    """Remove the partition folders above 0 of ``operators`` (keyless) that Spark's rewriter wrote: Spark keeps
-    such an operator's state in partition 0 alone and writes no later version elsewhere, so a folder holding
-    only the rewritten version would leave every later checkpoint unable to rebuild it."""
+def keep_partition_zero(location: Path, operators: set[int]) -> None:
+    """Remove the partition folders above 0 of ``operators`` (``single_partition_stores``) that Spark's rewriter
+    wrote: Spark keeps such an operator's state in partition 0 alone and writes no later version elsewhere, so a
+    folder holding only the rewritten version would leave every later checkpoint unable to rebuild it."""
     for operator in operators:
-        for partition in range(1, partitions):
-            shutil.rmtree(location / "state" / str(operator) / str(partition), ignore_errors=True)
+        for folder in (location / "state" / str(operator)).iterdir():
+            if folder.name.isdigit() and int(folder.name) > 0:
+                shutil.rmtree(folder)
 
 
 def conformed(frame: Any, schema: Any) -> Any:
@@ -180,6 +182,8 @@ def rewrite(spark: Any, location: Path, batch_id: int, rewrite_store: _StoreRewr
         if (location / log / str(written)).exists():
             raise RocksDBTransformError(f"{location / log / str(written)} exists: the snapshot is not its last batch")
     shutil.copyfile(location / "offsets" / str(batch_id), location / "offsets" / str(written))
+    zero = single_partition_stores(spark, location.as_uri())
+    rewrite_store.zero = {(operator, store) for operator, stores in zero.items() for store in stores}
     jvm = spark._jvm  # the rewriter has no Python API: it is called through the session's gateway
     ensure_callback_server_started(spark.sparkContext._gateway)  # the rewriter calls back into this process
     rewriter = jvm.org.apache.spark.sql.execution.streaming.state.StateRewriter(
@@ -200,7 +204,7 @@ def rewrite(spark: Any, location: Path, batch_id: int, rewrite_store: _StoreRewr
         raise
     if not rewrite_store.replaced:
         raise RocksDBTransformError(f"Spark's state rewriter never reached operator {rewrite_store.target}")
-    keep_partition_zero(location, rewrite_store.keyless, rewrite_store.partitions)
+    keep_partition_zero(location, set(zero))
     _commit(location, batch_id, written, _checkpoint_ids(jvm, ids))
     return written
 

@@ -29,12 +29,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import re
 import struct
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date
 from decimal import Decimal, localcontext
 from pathlib import Path
 from typing import Any
@@ -89,7 +90,8 @@ COMMAND = "transform"
 WRITABLE_TYPES = {"boolean", "byte", "short", "integer", "long", "float", "double", "string", "binary", "date"}
 WRITABLE_TYPES |= {"timestamp", "timestamp_ntz", "null", "void"}  # NullType is "void" in its JSON since Spark 3.5
 DEDUPLICATION_OPERATORS = {"dedupe", "dedupeWithinWatermark"}
-_NTZ_EPOCH = datetime(1970, 1, 1)
+_NTZ_TEXT = re.compile(r"(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?")
+_EPOCH_DAY = date(1970, 1, 1).toordinal()
 
 StateFunction = Callable[[Any], Any]
 
@@ -251,7 +253,10 @@ def _rewrite_store(
     operator, store = which
     found = rows(spark, working.schema_location, source, operator, store)
     frame = _called(function, found)
-    result = _Result(frame, *_checked_result(found, frame))
+    fields = _checked_result(found, frame)
+    # Evaluated once, here: the checks, the count and the rows written are the same rows, even from a function
+    # that is not deterministic.
+    result = _Result(frame.localCheckpoint(eager=True), *fields)
     if rocksdb:
         return _write_rocksdb(spark, source, working, result, which, partitions)
     return source.metadata.batch_id, _write_hdfs(spark, source, working, result, which, partitions)
@@ -453,13 +458,28 @@ def _stored(value: Any, data_type: Any) -> Any:
         if unscaled != unscaled.to_integral_value():
             raise TransformRefused(f"the decimal {value} does not fit the state's {name}")
         return int(unscaled)
-    if name == "timestamp_ntz":  # the wall clock's microseconds from 1970-01-01 00:00, no zone involved
-        return (datetime.fromisoformat(value) - _NTZ_EPOCH) // timedelta(microseconds=1)
+    if name == "timestamp_ntz":
+        return _ntz_micros(value)
     if isinstance(value, str):
         return value.encode("utf-8")  # read_row's form: hashed, and written, as its UTF-8 bytes
     if isinstance(value, bytearray):
         return bytes(value)
     return value
+
+
+def _ntz_micros(text: str) -> int:
+    """A timestamp_ntz's stored microseconds from its wall-clock text (Spark's cast to string, the fraction's
+    trailing zeros trimmed): counted from 1970-01-01 00:00 with no zone involved."""
+    match = _NTZ_TEXT.fullmatch(text)
+    try:
+        if match is None:
+            raise ValueError(text)
+        year, month, day, hour, minute, second, fraction = match.groups()
+        days = date(int(year), int(month), int(day)).toordinal() - _EPOCH_DAY
+    except ValueError:
+        raise TransformRefused(f"the timestamp_ntz {text!r} is outside years 1 to 9999, which it can write") from None
+    seconds = ((days * 24 + int(hour)) * 60 + int(minute)) * 60 + int(second)
+    return seconds * 1_000_000 + int((fraction or "").ljust(6, "0")[:6])
 
 
 def _records(

@@ -42,7 +42,25 @@ def key_fields(data: bytes, where: str) -> list[dict[str, Any]]:
     return list(json.loads(text)["fields"])
 
 
+SINGLE_PARTITION_OPERATORS = frozenset({"globalLimit"})  # runs as one partition, whatever its key
+
+
 def keyless(fields: list[dict[str, Any]]) -> bool:
-    """Whether a key of these fields (schema JSON) has no columns to partition by: none, or only NullType ones
-    (a streaming limit's key). Spark runs such an operator as one partition and keeps its state in partition 0."""
+    """Whether a key of these fields (schema JSON) has nothing to partition by: no columns (a global
+    aggregation), or only NullType ones (a streaming limit's ``struct<key:void>``)."""
     return all(field.get("type") in ("null", "void") for field in fields)
+
+
+def single_partition(fields: list[dict[str, Any]], operator_name: str | None, higher_partitions: bool) -> bool:
+    """Whether a store keeps its state in partition 0 alone, whatever the partition count.
+
+    So does a key with no columns (a global aggregation), and a streaming limit's. A NullType key of another
+    operator is hashed like any key (to ``pmod(42, N)``), so a key of only NullType columns counts only for a
+    limit: named by the operator metadata (Spark 4.0+), else (Spark 3.5) known by there being no partition folder
+    above 0 (``higher_partitions`` False).
+    """
+    if not fields:
+        return True
+    if operator_name is not None:
+        return operator_name in SINGLE_PARTITION_OPERATORS
+    return keyless(fields) and not higher_partitions

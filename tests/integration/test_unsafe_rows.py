@@ -78,6 +78,7 @@ def test_dates_and_timestamps_collected_in_any_time_zone_are_written_as_sparks_b
 
     found = spark.sql(
         "SELECT TIMESTAMP_NTZ'2024-03-10 02:30:00.123456' AS ntz, TIMESTAMP_NTZ'1900-03-01 12:00:00' AS old_ntz, "
+        "TIMESTAMP_NTZ'2024-01-01 00:00:00.5' AS half, TIMESTAMP_NTZ'0999-12-31 23:59:59.12' AS year_999, "
         "TIMESTAMP'2024-03-10 10:30:00.5' AS ts, DATE'1969-12-31' AS d, "
         "named_struct('at', TIMESTAMP_NTZ'2000-01-01 00:00:00', 'n', 1) AS nested"
     )
