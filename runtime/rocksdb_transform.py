@@ -25,7 +25,6 @@ from spark_checkpoint_runtime.spark_versions import OFFLINE_REPARTITION
 from spark_checkpoint_runtime.state_files.schema import single_partition
 from spark_checkpoint_runtime.unsafe_rows import type_name
 
-STATE_REWRITER = "org.apache.spark.sql.execution.streaming.state.StateRewriter"
 # Spark's rewriter arrived with its offline repartition.
 STATE_REWRITER_VERSION = OFFLINE_REPARTITION
 DEFAULT_COLUMN_FAMILY = "default"

@@ -29,14 +29,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
-import re
 import struct
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import date
-from decimal import Decimal, localcontext
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +51,6 @@ from spark_checkpoint_runtime.hdfs_rescale import CODEC_CONF, DEFAULT_CODEC, ROW
 from spark_checkpoint_runtime.hdfs_state_files import HdfsRescaleError, StateFileCodec, replace_store_state
 from spark_checkpoint_runtime.key_partitioning import (
     UnsupportedKeyType,
-    _decimal_precision_scale,
-    partition_of,
 )
 from spark_checkpoint_runtime.layout import CheckpointFormatError, CheckpointMetadata, JobFolder, ValidCheckpoint
 from spark_checkpoint_runtime.options import CommandParser, OptionsError, load_spec
@@ -70,7 +65,6 @@ from spark_checkpoint_runtime.rocksdb_transform import (
 from spark_checkpoint_runtime.rocksdb_transform import rewrite as rewrite_rocksdb
 from spark_checkpoint_runtime.snapshot import SHUFFLE_PARTITIONS, Capture
 from spark_checkpoint_runtime.spark_versions import (
-    DEDUPLICATION_NORMALISES_FLOATS,
     UnsupportedSparkFeature,
     parse_version,
     require,
@@ -83,21 +77,22 @@ from spark_checkpoint_runtime.state_inspection import (
     rows,
     spark_error_line,
 )
-from spark_checkpoint_runtime.unsafe_rows import type_name, write_row
+from spark_checkpoint_runtime.transform_rows import (
+    TransformRefused,
+    counted_rows,
+    encoder,
+    normalises_float_keys,
+    raw_column,
+    stored_records,
+)
+from spark_checkpoint_runtime.unsafe_rows import type_name
 from spark_checkpoint_runtime.working_copy import WorkingCopy
 
 COMMAND = "transform"
 WRITABLE_TYPES = {"boolean", "byte", "short", "integer", "long", "float", "double", "string", "binary", "date"}
 WRITABLE_TYPES |= {"timestamp", "timestamp_ntz", "null", "void"}  # NullType is "void" in its JSON since Spark 3.5
-DEDUPLICATION_OPERATORS = {"dedupe", "dedupeWithinWatermark"}
-_NTZ_TEXT = re.compile(r"(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?")
-_EPOCH_DAY = date(1970, 1, 1).toordinal()
 
 StateFunction = Callable[[Any], Any]
-
-
-class TransformRefused(ValueError):
-    """The snapshot or the function's result cannot be written as asked (nothing was saved)."""
 
 
 def parser() -> argparse.ArgumentParser:
@@ -257,8 +252,9 @@ def _rewrite_store(
     # Evaluated once, here: the checks, the count and the rows written are the same rows, even from a function
     # that is not deterministic.
     result = _Result(frame.localCheckpoint(eager=True), *fields)
+    counted = counted_rows(result.frame)
     if rocksdb:
-        return _write_rocksdb(spark, source, working, result, which, partitions)
+        return _write_rocksdb(spark, source, working, result, which, partitions), counted
     return source.metadata.batch_id, _write_hdfs(spark, source, working, result, which, partitions)
 
 
@@ -274,25 +270,23 @@ def _write_hdfs(
     normalise = normalises_float_keys(folder.operator_name, parse_version(spark.version))
     with tempfile.TemporaryDirectory(prefix="transform-scratch-", dir=root.parent) as scratch:
         codec = StateFileCodec(spark, str(conf.get(CODEC_CONF) or DEFAULT_CODEC), Path(scratch))
-        records = _records(
+        found_records = stored_records(
             result.frame, result.key_fields, result.value_fields, folder.partition_columns, partitions, normalise
         )
         # A store with no key columns (a global aggregation) lives in partition 0 alone: Spark writes no other.
         written_partitions = partitions if folder.partition_columns else 1
         return replace_store_state(
-            codec, root / "state" / str(operator), folder.store, batch_id + 1, written_partitions, records
+            codec, root / "state" / str(operator), folder.store, batch_id + 1, written_partitions, found_records
         )
 
 
 def _write_rocksdb(
     spark: Any, source: ValidCheckpoint, working: WorkingCopy, result: _Result, which: tuple[int, str], partitions: int
-) -> tuple[int, int]:
-    """Spark's state rewriter writes the rows (every other store as it was) as the next batch; that batch and
-    the number of rows."""
+) -> int:
+    """Spark's state rewriter writes the rows (every other store as it was) as the next batch; that batch."""
     from pyspark.sql import functions as F
 
     frame, operator = result.frame, which[0]
-    counted = _counted_rows(frame)
     names = spark.read.format("state-metadata").load(working.schema_location).collect()
     name = next((str(r["operatorName"]) for r in names if int(r["operatorId"]) == operator), None)
     if name and name.startswith("transformWithState"):  # its state variables are column families
@@ -300,11 +294,11 @@ def _write_rocksdb(
     normalise = normalises_float_keys(name, parse_version(spark.version))
     key_type, value_type = frame.schema["key"].dataType, frame.schema["value"].dataType
     raw = frame.select(
-        _raw_column(frame["key"], key_type).alias("raw_key"),
-        _raw_column(frame["value"], value_type).alias("raw_value"),
+        raw_column(frame["key"], key_type).alias("raw_key"),
+        raw_column(frame["value"], value_type).alias("raw_value"),
         frame["key"].alias("key"),
     )
-    encode_key, encode_value = _encoder(result.key_fields, normalise), _encoder(result.value_fields, False)
+    encode_key, encode_value = encoder(result.key_fields, normalise), encoder(result.value_fields, False)
 
     def replacement(partition_type: Any) -> Any:
         return raw.select(
@@ -315,20 +309,7 @@ def _write_rocksdb(
         )
 
     store_rewrite = _StoreRewrite(spark, operator, which[1], replacement, partitions)
-    return rewrite_rocksdb(spark, Path(working.spark_path), source.metadata.batch_id, store_rewrite), counted
-
-
-def _encoder(fields: list[dict[str, Any]], normalise: bool) -> Any:
-    """A UDF writing a collected raw struct (``_raw_column``'s form) as Spark's ``UnsafeRow`` bytes."""
-    from pyspark.sql import functions as F
-
-    described = {"type": "struct", "fields": fields}
-
-    def encode(value):  # no type hints: PySpark would read them as a pandas UDF's
-        stored = _stored(value, described)
-        return write_row(_normalised(stored, described) if normalise else stored, fields)
-
-    return F.udf(encode, "binary")
+    return rewrite_rocksdb(spark, Path(working.spark_path), source.metadata.batch_id, store_rewrite)
 
 
 def _called(function: StateFunction, found: Any) -> Any:
@@ -339,57 +320,6 @@ def _called(function: StateFunction, found: Any) -> Any:
         if spark_error_line(exc) is not None:
             raise  # Spark refusing what the function asked: said as Spark's refusal
         raise TransformRefused(f"the function failed: {type(exc).__name__}: {exc}; nothing was saved") from None
-
-
-def _counted_rows(result: Any) -> int:
-    """The result's number of rows; refuses a null key, a null value and a key returned twice. Spark finds
-    them in one pass (an aggregation, not a set of every key in this process's memory); a second query names
-    the offending key."""
-    from pyspark.sql import functions as F
-
-    per_key = result.groupBy("key").agg(
-        F.count(F.lit(1)).alias("rows"), F.count_if(F.col("value").isNull()).alias("null_values")
-    )
-    totals = per_key.agg(
-        F.sum("rows").alias("rows"),
-        F.max("rows").alias("most"),
-        F.sum("null_values").alias("null_values"),
-        F.count_if(F.col("key").isNull()).alias("null_keys"),
-    ).first()
-    if totals["null_keys"]:
-        raise TransformRefused("the function returned a row whose key is null")
-    if totals["null_values"]:
-        key = result.where(F.col("value").isNull()).select("key").first()["key"]
-        raise TransformRefused(f"the function returned a null value for the key {key}: drop the row")
-    if (totals["most"] or 0) > 1:
-        key = per_key.where("rows > 1").select("key").first()["key"]
-        raise TransformRefused(f"the function returned the key {key} more than once")
-    return int(totals["rows"] or 0)
-
-
-def normalises_float_keys(operator_name: str | None, running: tuple[int, int, int] | None) -> bool:
-    """Whether the operator looks its keys up with -0.0 as 0.0 on this Spark, so a key must be stored so.
-
-    Aggregations (session windows too), joins and the grouped-state operators normalise their keys on every
-    Spark transform runs on; deduplication does from Spark 4.2 (measured: 4.0.5 and 4.1.4 keep -0.0 and 0.0
-    apart, 4.2.0 and on do not).
-    """
-    if operator_name in DEDUPLICATION_OPERATORS:
-        return running is not None and running[:2] >= DEDUPLICATION_NORMALISES_FLOATS
-    return True
-
-
-def _normalised(value: Any, data_type: Any) -> Any:
-    """A key value with each float or double -0.0 as 0.0, at any depth, as Spark's lookup has it (NaN is made
-    canonical by ``write_row``, as by Spark's row writer)."""
-    if value is None:
-        return None
-    name = type_name(data_type)
-    if name == "struct":
-        return [_normalised(v, f["type"]) for v, f in zip(value, data_type["fields"], strict=True)]
-    if name in ("float", "double") and value == 0.0:
-        return 0.0
-    return value
 
 
 def _checked_result(found: Any, result: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -421,98 +351,6 @@ def _check_writable(fields: list[dict[str, Any]], where: str) -> None:
             _check_writable(field["type"]["fields"], path)
         elif name not in WRITABLE_TYPES and not name.startswith("decimal"):
             raise TransformRefused(f"the state column {path} is of type {name}, which transform cannot write yet")
-
-
-def _raw_column(column: Any, data_type: Any) -> Any:
-    """``column`` with dates as days and timestamps (with and without time zone) as microseconds (the stored
-    integers), at any depth: Python's datetime would pass through the local time zone and could shift a key's
-    bytes."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import DateType, StructType, TimestampNTZType, TimestampType
-
-    if isinstance(data_type, TimestampType):
-        return F.unix_micros(column)
-    if isinstance(data_type, TimestampNTZType):  # its wall-clock text: every Spark function on it takes a zone
-        return column.cast("string")
-    if isinstance(data_type, DateType):
-        return F.unix_date(column)
-    if isinstance(data_type, StructType):
-        inner = [_raw_column(column.getField(f.name), f.dataType).alias(f.name) for f in data_type.fields]
-        return F.when(column.isNotNull(), F.struct(*inner))
-    return column
-
-
-def _stored(value: Any, data_type: Any) -> Any:
-    """A collected raw value in ``read_row``'s form, which ``write_row`` writes and ``partition_of`` hashes
-    (strings as UTF-8 bytes, decimals as unscaled integers)."""
-    if value is None:
-        return None
-    name = type_name(data_type)
-    if name == "struct":
-        return [_stored(v, f["type"]) for v, f in zip(value, data_type["fields"], strict=True)]
-    if name.startswith("decimal"):
-        _, scale = _decimal_precision_scale(name)
-        with localcontext() as exact:
-            exact.prec = 100  # the default 28 digits would round a decimal(38, s) silently
-            unscaled = Decimal(value).scaleb(scale)
-        if unscaled != unscaled.to_integral_value():
-            raise TransformRefused(f"the decimal {value} does not fit the state's {name}")
-        return int(unscaled)
-    if name == "timestamp_ntz":
-        return _ntz_micros(value)
-    if isinstance(value, str):
-        return value.encode("utf-8")  # read_row's form: hashed, and written, as its UTF-8 bytes
-    if isinstance(value, bytearray):
-        return bytes(value)
-    return value
-
-
-def _ntz_micros(text: str) -> int:
-    """A timestamp_ntz's stored microseconds from its wall-clock text (Spark's cast to string, the fraction's
-    trailing zeros trimmed): counted from 1970-01-01 00:00 with no zone involved."""
-    match = _NTZ_TEXT.fullmatch(text)
-    try:
-        if match is None:
-            raise ValueError(text)
-        year, month, day, hour, minute, second, fraction = match.groups()
-        days = date(int(year), int(month), int(day)).toordinal() - _EPOCH_DAY
-    except ValueError:
-        raise TransformRefused(f"the timestamp_ntz {text!r} is outside years 1 to 9999, which it can write") from None
-    seconds = ((days * 24 + int(hour)) * 60 + int(minute)) * 60 + int(second)
-    return seconds * 1_000_000 + int((fraction or "").ljust(6, "0")[:6])
-
-
-def _records(
-    result: Any,
-    key_fields: list[dict[str, Any]],
-    value_fields: list[dict[str, Any]],
-    columns: int,
-    partitions: int,
-    normalise: bool = True,
-) -> Iterator[tuple[int, bytes, bytes]]:
-    """Each result row as (partition, key bytes, value bytes); refuses a null key and a key given twice.
-
-    With ``normalise`` a key's -0.0 is written (and hashed) as 0.0: a function computing -0.0 would otherwise
-    write a key the operator never finds, and the restored run would start that key from empty state.
-    """
-    _counted_rows(result)
-    key_type = {"type": "struct", "fields": key_fields}
-    value_type = {"type": "struct", "fields": value_fields}
-    raw = result.select(
-        _raw_column(result["key"], result.schema["key"].dataType).alias("key"),
-        _raw_column(result["value"], result.schema["value"].dataType).alias("value"),
-    )
-    types = [field["type"] for field in key_fields[:columns]]
-    for row in raw.toLocalIterator():
-        if row["key"] is None or row["value"] is None:  # counted out before; a function that is not deterministic
-            raise TransformRefused("the function returned a null key or value on a second reading; nothing was saved")
-        key = _stored(row["key"], key_type)
-        if normalise:
-            key = _normalised(key, key_type)
-        value = _stored(row["value"], value_type)
-        # No key columns (a global aggregation): Spark keeps that state in partition 0.
-        target = partition_of(key[:columns], types, partitions) if columns else 0
-        yield target, write_row(key, key_fields), write_row(value, value_fields)
 
 
 def main(argv: list[str], spark: Any = None) -> int:

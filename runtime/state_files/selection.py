@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from spark_checkpoint_runtime.state_files import hdfs, rocksdb
 from spark_checkpoint_runtime.state_files.errors import CaptureError, UnsupportedStateStore
-from spark_checkpoint_runtime.state_files.schema import StateSchemaError, key_fields, keyless
+from spark_checkpoint_runtime.state_files.schema import key_fields, keyless
 
 _NUMBERED = re.compile(r"^(\d+)$")
 _VERSIONED_META = re.compile(r"^(\d+)(?:_.*)?$")
@@ -149,14 +149,14 @@ def check_partitions(
     operators: set[str],
     folders: dict[str, dict[str, int]],
     partitions: int,
-    keyless: Callable[[str], bool] = lambda op: False,
+    is_keyless: Callable[[str], bool] = lambda op: False,
 ) -> None:
     """Every stateful operator must have a state folder for each of the query's ``partitions``.
 
     A partition missing from the working folder is state the checkpoint would silently lose: on a cluster
     it means an executor wrote its state somewhere the driver cannot see (a working folder that is not
     shared), so fail the checkpoint and say so. The exception: an operator whose key has no columns (a global
-    aggregation; ``keyless``) runs as one partition, so Spark writes its partition 0 alone.
+    aggregation; ``is_keyless``) runs as one partition, so Spark writes its partition 0 alone.
     """
     present: dict[str, set[int]] = {op: set() for op in operators}
     for folder in folders:
@@ -166,7 +166,7 @@ def check_partitions(
     for op, found in sorted(present.items()):
         missing = sorted(set(range(partitions)) - found)
         # Folders at or above the count are a larger count's, left behind by a rescale down.
-        if missing and not ({p for p in found if p < partitions} == {0} and keyless(op)):
+        if missing and not ({p for p in found if p < partitions} == {0} and is_keyless(op)):
             shown = ", ".join(str(p) for p in missing[:10]) + (" ..." if len(missing) > 10 else "")
             raise CaptureError(
                 f"state operator {op} has {len(found)} of its {partitions} partitions in the working folder "
@@ -181,7 +181,7 @@ def _keyless(op: str, visible: dict[str, int], read: Callable[[str], bytes]) -> 
     schemas = [p for p in visible if p.startswith(prefix) and p.endswith("/_metadata/schema")]
     try:
         return bool(schemas) and all(keyless(key_fields(read(p), p)) for p in schemas)
-    except (CaptureError, StateSchemaError, struct.error, ValueError):
+    except (CaptureError, struct.error, ValueError):  # StateSchemaError is a ValueError
         return False  # a schema this runtime cannot read: the missing partitions stay an error
 
 

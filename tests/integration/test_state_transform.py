@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from spark_checkpoint_runtime import state_inspection, state_transform
+from spark_checkpoint_runtime import state_inspection, state_transform, transform_rows
 from spark_checkpoint_runtime.hdfs_state_files import StateFileCodec, load_version
 from spark_checkpoint_runtime.layout import JobFolder
 from spark_checkpoint_runtime.snapshot import materialize
@@ -293,7 +293,8 @@ def test_a_key_computed_as_minus_zero_or_a_signed_nan_is_written_where_and_as_sp
     key_fields, value_fields = state_transform._checked_result(found, computed)
     partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
     written = {
-        key: target for target, key, _ in state_transform._records(computed, key_fields, value_fields, 1, partitions)
+        key: target
+        for target, key, _ in transform_rows.stored_records(computed, key_fields, value_fields, 1, partitions)
     }
     minus_one_and_a_half = [key for key in written if key not in stored]
     assert len(minus_one_and_a_half) == 1, "only -1.5 is a key Spark did not store"
@@ -305,7 +306,7 @@ def _key(value: float) -> bytes:
 
 
 def test_deduplication_normalises_its_keys_from_spark_4_2_and_every_other_operator_always():
-    normalises = state_transform.normalises_float_keys
+    normalises = transform_rows.normalises_float_keys
     assert normalises("stateStoreSave", (4, 0, 5)) and normalises("symmetricHashJoin", (4, 1, 4))
     assert normalises("applyInPandasWithState", (4, 0, 5)) and normalises(None, (4, 3, 0))
     assert not normalises("dedupe", (4, 0, 5)) and not normalises("dedupeWithinWatermark", (4, 1, 4))

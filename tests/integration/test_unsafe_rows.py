@@ -58,7 +58,7 @@ def test_strings_and_large_decimals_are_taken_as_python_values_too(spark):
 def test_values_collected_from_spark_are_written_as_sparks_bytes(spark):
     """The transform's path: a row collected to Python (a Decimal, a str, a nested Row) becomes the bytes Spark
     wrote for it, even for a decimal of 38 digits (Python's default decimal context holds 28)."""
-    from spark_checkpoint_runtime.state_transform import _stored
+    from spark_checkpoint_runtime.transform_rows import stored_value
 
     found = spark.sql(
         "SELECT CAST('12345678901234567890123456789012.345678' AS DECIMAL(38,6)) AS d, "
@@ -68,13 +68,13 @@ def test_values_collected_from_spark_are_written_as_sparks_bytes(spark):
     data = bytes(found._jdf.queryExecution().toRdd().first().getBytes())
     fields = json.loads(found.schema.json())["fields"]
     (row,) = found.collect()
-    assert write_row(_stored(row, {"type": "struct", "fields": fields}), fields) == data
+    assert write_row(stored_value(row, {"type": "struct", "fields": fields}), fields) == data
 
 
 def test_dates_and_timestamps_collected_in_any_time_zone_are_written_as_sparks_bytes(spark):
     """Dates and timestamps, with and without time zone, reach Python as the integers Spark stores, never as
     datetimes (which pass through the local zone): the bytes do not depend on the session's time zone."""
-    from spark_checkpoint_runtime.state_transform import _raw_column, _stored
+    from spark_checkpoint_runtime.transform_rows import raw_column, stored_value
 
     found = spark.sql(
         "SELECT TIMESTAMP_NTZ'2024-03-10 02:30:00.123456' AS ntz, TIMESTAMP_NTZ'1900-03-01 12:00:00' AS old_ntz, "
@@ -87,8 +87,8 @@ def test_dates_and_timestamps_collected_in_any_time_zone_are_written_as_sparks_b
     zone = spark.conf.get("spark.sql.session.timeZone")
     spark.conf.set("spark.sql.session.timeZone", "America/Los_Angeles")  # 2024-03-10 02:30 does not exist there
     try:
-        raw = found.select(*[_raw_column(found[f.name], f.dataType).alias(f.name) for f in found.schema.fields])
+        raw = found.select(*[raw_column(found[f.name], f.dataType).alias(f.name) for f in found.schema.fields])
         (row,) = raw.collect()
     finally:
         spark.conf.set("spark.sql.session.timeZone", zone)
-    assert write_row(_stored(row, {"type": "struct", "fields": fields}), fields) == data
+    assert write_row(stored_value(row, {"type": "struct", "fields": fields}), fields) == data

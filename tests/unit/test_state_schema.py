@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from spark_checkpoint_runtime.state_files.schema import keyless, single_partition
-from spark_checkpoint_runtime.state_transform import TransformRefused, _ntz_micros
+from spark_checkpoint_runtime.transform_rows import TransformRefused, ntz_micros
 
 VOID = {"name": "key", "type": "void", "nullable": True}
 STRING = {"name": "key", "type": "string", "nullable": True}
@@ -37,9 +37,9 @@ def test_a_global_aggregation_and_a_limit_keep_partition_0_and_a_hashed_null_key
     ],
 )
 def test_a_timestamp_ntz_text_is_its_stored_microseconds(text, micros):
-    assert _ntz_micros(text) == micros
+    assert ntz_micros(text) == micros
 
 
 def test_a_timestamp_ntz_beyond_year_9999_is_refused():
     with pytest.raises(TransformRefused, match="outside years 1 to 9999"):
-        _ntz_micros("+10000-01-01 00:00:00")
+        ntz_micros("+10000-01-01 00:00:00")
