@@ -61,6 +61,23 @@ def running_counts_with_label(spark: Any) -> Any:
     return running_counts(spark).withColumn("label", F.concat(F.col("key"), F.lit(":"), F.col("count")))
 
 
+def counts_by_key_path(spark: Any) -> Any:
+    """A running count per key path (an array grouping key), with the largest ``[value, id]`` pair seen and the
+    first event as a map: state whose key holds an array and whose value holds an array and a map (use
+    --output-mode update)."""
+    from pyspark.sql import functions as F
+
+    return (
+        events(spark)
+        .groupBy(F.array(F.col("key"), F.lit("all")).alias("path"))
+        .agg(
+            F.count("*").alias("count"),
+            F.max(F.array("value", "id")).alias("largest"),
+            F.first(F.create_map(F.col("key"), F.col("value"))).alias("first"),
+        )
+    )
+
+
 def slow_events(spark: Any) -> Any:
     """``events`` where every row takes ``spark.example.slowMsPerRow`` ms (default 500): a batch that is
     still running when a stop arrives (used to show a stop bounded by ``--stop-timeout``)."""

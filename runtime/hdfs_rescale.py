@@ -41,7 +41,7 @@ CODEC_CONF = "spark.sql.streaming.stateStore.compression.codec"
 DEFAULT_CODEC = "lz4"
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 STRICT_DISTRIBUTION = "spark.sql.streaming.statefulOperator.useStrictDistribution"
-ROW_CHECKSUM = "spark.sql.streaming.stateStore.rowChecksum.enabled"  # Spark 4.1+: a CRC32C before each value
+ROW_CHECKSUM = "spark.sql.streaming.stateStore.rowChecksum.enabled"  # Spark 4.2+: a CRC32C before each value
 JOIN_INDEXED_STORE = "keyWithIndexToValue"  # a join's values per key and index: the index is not partitioned on
 
 

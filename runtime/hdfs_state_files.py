@@ -114,7 +114,7 @@ def entries(
 ) -> Iterator[tuple[bytes, bytes | None]]:
     """The (key, value) records of one state file's decompressed bytes; value None is a removal.
 
-    With row checksums (Spark 4.1+, pinned per query) a removal's key carries its checksum in front: it is
+    With row checksums (Spark 4.2+, pinned per query) a removal's key carries its checksum in front: it is
     dropped so the key matches the stored one. A value's checksum stays in the value, copied as it is. A size
     that runs past the file, or a removal where ``removals`` is False (a snapshot), is damage, said as such.
     """
@@ -140,6 +140,14 @@ def entries(
             yield (key[CHECKSUM_BYTES:] if checksummed_rows else key), None
             continue
         yield key, take(value_size, "value")
+
+
+def with_row_checksum(key: bytes, value: bytes) -> bytes:
+    """A value as a store with row checksums (Spark 4.2+) writes it: the CRC32C of the key's and the value's
+    bytes, 4 bytes in the JVM's native (little-endian) order, before the value. Spark checks it on every load."""
+    import google_crc32c  # the spark extra's; only a store with row checksums needs it
+
+    return google_crc32c.value(key + value).to_bytes(CHECKSUM_BYTES, "little") + value
 
 
 def record(key: bytes, value: bytes) -> bytes:

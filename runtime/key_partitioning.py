@@ -114,6 +114,11 @@ def _hash_value(value: Any, data_type: Any, seed: int) -> int:
         for field, item in zip(data_type["fields"], value, strict=True):
             seed = _hash_value(item, field["type"], seed)
         return seed
+    if name == "array":  # element by element, a null element leaving the hash as it was
+        for item in value:
+            seed = _hash_value(item, data_type["elementType"], seed)
+        return seed
+    # A map is never a key Spark shuffles by: its hash() refuses maps ("same maps may have different hashcode").
     raise UnsupportedKeyType(f"a state key column of type {name!r} cannot be hashed here")
 
 
@@ -164,6 +169,9 @@ def read_row(data: bytes | memoryview, fields: Sequence[dict[str, Any]], offset:
     return values
 
 
+_ELEMENT_WIDTHS = {"boolean": 1, "byte": 1, "short": 2, "integer": 4, "date": 4, "float": 4}
+
+
 def _read_slot(view: memoryview, slot: int, row_start: int, data_type: Any) -> Any:
     name = data_type if isinstance(data_type, str) else data_type.get("type")
     if name == "boolean":
@@ -190,7 +198,37 @@ def _read_slot(view: memoryview, slot: int, row_start: int, data_type: Any) -> A
         return bytes(view[start : start + size])  # hashed as stored: the unscaled value's toByteArray()
     if name == "struct":
         return read_row(view, data_type["fields"], start)
+    if name == "array":
+        return read_array(view, data_type["elementType"], start)
+    if name == "map":  # the key array's size, the key array, the value array
+        keys_size = struct.unpack_from("<q", view, start)[0]
+        keys = read_array(view, data_type["keyType"], start + 8)
+        values = read_array(view, data_type["valueType"], start + 8 + keys_size)
+        return list(zip(keys, values, strict=True))
     raise UnsupportedKeyType(f"a state key column of type {name!r} cannot be read here")
+
+
+def element_width(data_type: Any) -> int:
+    """The bytes an ``UnsafeArrayData`` gives each element of ``data_type``: a primitive's own size, else an
+    8-byte slot (a value of up to 8 bytes, or the offset and size of a variable-length one)."""
+    name = data_type if isinstance(data_type, str) else data_type.get("type")
+    return _ELEMENT_WIDTHS.get(name, 8)
+
+
+def read_array(view: memoryview, element_type: Any, start: int) -> list[Any]:
+    """The elements of an ``UnsafeArrayData`` at ``start``: the element count (8 bytes), a null bitset of
+    64-bit words, the elements at ``element_width`` each (padded to 8 bytes), then the variable-length region;
+    an offset in a slot counts from the array's start."""
+    count = struct.unpack_from("<q", view, start)[0]
+    header = 8 + ((count + 63) // 64) * 8
+    width = element_width(element_type)
+    values: list[Any] = []
+    for index in range(count):
+        if view[start + 8 + index // 8] >> (index % 8) & 1:
+            values.append(None)
+        else:
+            values.append(_read_slot(view, start + header + index * width, start, element_type))
+    return values
 
 
 def decimal_value(unscaled: int, data_type: str) -> Decimal:

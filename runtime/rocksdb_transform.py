@@ -160,7 +160,7 @@ def partition_key_column(key: Any, key_type: Any, partition_type: Any, normalise
 
 def _normalised_column(column: Any, data_type: Any, normalise: bool) -> Any:
     from pyspark.sql import functions as F
-    from pyspark.sql.types import StructType
+    from pyspark.sql.types import ArrayType, StructType
 
     name = type_name(json.loads(data_type.json()))
     if normalise and name in ("float", "double"):
@@ -168,6 +168,8 @@ def _normalised_column(column: Any, data_type: Any, normalise: bool) -> Any:
     if isinstance(data_type, StructType):
         inner = [_normalised_column(column[f.name], f.dataType, normalise).alias(f.name) for f in data_type.fields]
         return F.when(column.isNotNull(), F.struct(*inner))
+    if isinstance(data_type, ArrayType):
+        return F.transform(column, lambda element: _normalised_column(element, data_type.elementType, normalise))
     return column
 
 

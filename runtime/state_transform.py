@@ -17,9 +17,9 @@ checks it as it checks any snapshot.
 The HDFS-backed store (Spark's default) on Spark 4.0+ (the state data source reads the rows): its files are
 written here. RocksDB state on Spark 4.3+: Spark's own state rewriter writes it, as the next batch
 (``rocksdb_transform``); ``--partitions`` is refused for it (rescale first). Refused with a clear error, before
-anything is saved: HDFS-backed rows with checksums (Spark 4.1+'s ``rowChecksum.enabled``), state columns of
-a type that cannot be written here (arrays, maps), a result whose columns differ from the input's, a null key,
-a key returned twice.
+anything is saved: state columns of a type that cannot be written here (intervals, variants), a result whose
+columns differ from the input's, a null key, a key returned twice. Row checksums (Spark 4.2+'s
+``rowChecksum.enabled``) are written as Spark writes them.
 
 Exit 0 with the savepoint's path as the last line on stdout; exit 2 with a one-line reason for bad input.
 """
@@ -48,7 +48,12 @@ from spark_checkpoint_runtime.derived_savepoint import (
 from spark_checkpoint_runtime.durations import format_bytes, format_duration
 from spark_checkpoint_runtime.errors import EXIT_BAD_INPUT, EXIT_JOB_FAILED, EXIT_OK
 from spark_checkpoint_runtime.hdfs_rescale import CODEC_CONF, DEFAULT_CODEC, ROW_CHECKSUM, pinned_conf, store_folders
-from spark_checkpoint_runtime.hdfs_state_files import HdfsRescaleError, StateFileCodec, replace_store_state
+from spark_checkpoint_runtime.hdfs_state_files import (
+    HdfsRescaleError,
+    StateFileCodec,
+    replace_store_state,
+    with_row_checksum,
+)
 from spark_checkpoint_runtime.key_partitioning import (
     UnsupportedKeyType,
 )
@@ -151,12 +156,6 @@ def check_transformable(source: ValidCheckpoint, partitions: int | None = None) 
                 "transform the rescaled savepoint"
             )
         check_rescalable(source, partitions)
-    pinned = meta.fingerprint.get("pinned_confs") or {}
-    # Spark's rewriter writes RocksDB state and its checksums; the HDFS-backed store's rows are written here.
-    if str(pinned.get(ROW_CHECKSUM, "false")).lower() == "true" and not rocksdb_state(meta):
-        raise TransformRefused(
-            f"{source.url} pins {ROW_CHECKSUM}=true: its state rows carry checksums, which transform cannot write yet"
-        )
     return current
 
 
@@ -273,6 +272,8 @@ def _write_hdfs(
         found_records = stored_records(
             result.frame, result.key_fields, result.value_fields, folder.partition_columns, partitions, normalise
         )
+        if str(conf.get(ROW_CHECKSUM, "false")).lower() == "true":  # pinned by the query's first batch
+            found_records = ((p, key, with_row_checksum(key, value)) for p, key, value in found_records)
         # A store with no key columns (a global aggregation) lives in partition 0 alone: Spark writes no other.
         written_partitions = partitions if folder.partition_columns else 1
         return replace_store_state(
@@ -345,12 +346,20 @@ def _checked_result(found: Any, result: Any) -> tuple[list[dict[str, Any]], list
 
 def _check_writable(fields: list[dict[str, Any]], where: str) -> None:
     for field in fields:
-        name = type_name(field["type"])
-        path = f"{where}.{field['name']}"
-        if name == "struct":
-            _check_writable(field["type"]["fields"], path)
-        elif name not in WRITABLE_TYPES and not name.startswith("decimal"):
-            raise TransformRefused(f"the state column {path} is of type {name}, which transform cannot write yet")
+        _check_type(field["type"], f"{where}.{field['name']}")
+
+
+def _check_type(data_type: Any, path: str) -> None:
+    name = type_name(data_type)
+    if name == "struct":
+        _check_writable(data_type["fields"], path)
+    elif name == "array":
+        _check_type(data_type["elementType"], f"{path}[]")
+    elif name == "map":
+        _check_type(data_type["keyType"], f"{path}.key")
+        _check_type(data_type["valueType"], f"{path}.value")
+    elif name not in WRITABLE_TYPES and not name.startswith("decimal"):
+        raise TransformRefused(f"the state column {path} is of type {name}, which transform cannot write yet")
 
 
 def main(argv: list[str], spark: Any = None) -> int:

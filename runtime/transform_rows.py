@@ -18,7 +18,7 @@ from typing import Any
 
 from spark_checkpoint_runtime.key_partitioning import _decimal_precision_scale, partition_of
 from spark_checkpoint_runtime.spark_versions import DEDUPLICATION_NORMALISES_FLOATS
-from spark_checkpoint_runtime.unsafe_rows import type_name, write_row
+from spark_checkpoint_runtime.unsafe_rows import map_entries, type_name, write_row
 
 DEDUPLICATION_OPERATORS = {"dedupe", "dedupeWithinWatermark"}
 _NTZ_TEXT = re.compile(r"(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?")
@@ -88,6 +88,8 @@ def normalised_key(value: Any, data_type: Any) -> Any:
     name = type_name(data_type)
     if name == "struct":
         return [normalised_key(v, f["type"]) for v, f in zip(value, data_type["fields"], strict=True)]
+    if name == "array":  # Spark normalises a grouping key's array element by element
+        return [normalised_key(v, data_type["elementType"]) for v in value]
     if name in ("float", "double") and value == 0.0:
         return 0.0
     return value
@@ -98,7 +100,7 @@ def raw_column(column: Any, data_type: Any) -> Any:
     integers), at any depth: Python's datetime would pass through the local time zone and could shift a key's
     bytes."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import DateType, StructType, TimestampNTZType, TimestampType
+    from pyspark.sql.types import ArrayType, DateType, MapType, StructType, TimestampNTZType, TimestampType
 
     if isinstance(data_type, TimestampType):
         return F.unix_micros(column)
@@ -109,6 +111,16 @@ def raw_column(column: Any, data_type: Any) -> Any:
     if isinstance(data_type, StructType):
         inner = [raw_column(column.getField(f.name), f.dataType).alias(f.name) for f in data_type.fields]
         return F.when(column.isNotNull(), F.struct(*inner))
+    if isinstance(data_type, ArrayType):
+        return F.transform(column, lambda element: raw_column(element, data_type.elementType))
+    if isinstance(data_type, MapType):  # its entries in stored order (collected as a dict, a map loses it)
+        return F.transform(
+            F.map_entries(column),
+            lambda entry: F.struct(
+                raw_column(entry["key"], data_type.keyType).alias("key"),
+                raw_column(entry["value"], data_type.valueType).alias("value"),
+            ),
+        )
     return column
 
 
@@ -120,6 +132,13 @@ def stored_value(value: Any, data_type: Any) -> Any:
     name = type_name(data_type)
     if name == "struct":
         return [stored_value(v, f["type"]) for v, f in zip(value, data_type["fields"], strict=True)]
+    if name == "array":
+        return [stored_value(v, data_type["elementType"]) for v in value]
+    if name == "map":  # raw_column's entries, or a dict
+        return [
+            (stored_value(k, data_type["keyType"]), stored_value(v, data_type["valueType"]))
+            for k, v in map_entries(value)
+        ]
     if name.startswith("decimal"):
         _, scale = _decimal_precision_scale(name)
         with localcontext() as exact:

@@ -90,3 +90,24 @@ def test_the_byte_hash_is_sparks_own_variant_not_reference_murmur3():
     # Reference Murmur3 x86_32 of b"abcde" with seed 42 differs: Spark mixes each trailing byte as a word.
     assert _signed(hash_bytes(b"abcde", SEED)) != 0
     assert hash_bytes(b"abcd", SEED) != hash_bytes(b"abcd\x00", SEED)
+
+
+ARRAY_AND_MAP_CASES = [
+    ("array(1, NULL, 3)", [1, None, 3], {"type": "array", "elementType": "integer", "containsNull": True}),
+    ("array('a', 'bcd')", [b"a", b"bcd"], {"type": "array", "elementType": "string", "containsNull": True}),
+    ("array(-0.0D, 1.5D)", [-0.0, 1.5], {"type": "array", "elementType": "double", "containsNull": False}),
+    ("CAST(array() AS ARRAY<INT>)", [], {"type": "array", "elementType": "integer", "containsNull": False}),
+    (
+        "array(array(1L), NULL, array(2L, 3L))",
+        [[1], None, [2, 3]],
+        {"type": "array", "elementType": {"type": "array", "elementType": "long", "containsNull": False}},
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("literal", "value", "data_type"), ARRAY_AND_MAP_CASES, ids=[case[0][:40] for case in ARRAY_AND_MAP_CASES]
+)
+def test_arrays_and_maps_hash_element_by_element_as_spark_does(spark, literal, value, data_type):
+    expected = _spark_hash(spark, literal, "'after'")  # the hash goes on from the array's to the next column
+    assert partition_of([value, b"after"], [data_type, "string"], 2**31 - 1) == expected % (2**31 - 1)

@@ -10,15 +10,16 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from spark_checkpoint_runtime import state_inspection, state_transform, transform_rows
-from spark_checkpoint_runtime.hdfs_state_files import StateFileCodec, load_version
+from spark_checkpoint_runtime import rescale, state_inspection, state_transform, transform_rows
+from spark_checkpoint_runtime.hdfs_rescale import ROW_CHECKSUM
+from spark_checkpoint_runtime.hdfs_state_files import StateFileCodec, load_version, with_row_checksum
 from spark_checkpoint_runtime.layout import JobFolder
 from spark_checkpoint_runtime.snapshot import materialize
 from spark_checkpoint_runtime.unsafe_rows import write_row
 from spark_checkpoint_runtime.working_copy import WorkingCopy
 from tests.integration.test_state_stores import clean_state_confs, run_family  # noqa: F401 - a fixture
 from tests.support.helpers import published_rows
-from tests.support.state_matrix import FAMILIES, STATE_CONFS
+from tests.support.state_matrix import FAMILIES, STATE_CONFS, Family
 from tests.support.transforms import BUMP, BUMPED, DROPPED
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("clean_state_confs")]
@@ -311,3 +312,105 @@ def test_deduplication_normalises_its_keys_from_spark_4_2_and_every_other_operat
     assert normalises("applyInPandasWithState", (4, 0, 5)) and normalises(None, (4, 3, 0))
     assert not normalises("dedupe", (4, 0, 5)) and not normalises("dedupeWithinWatermark", (4, 1, 4))
     assert normalises("dedupe", (4, 2, 0)) and normalises("dedupeWithinWatermark", (4, 3, 0))
+
+
+def _check_paths(output: Path, landing) -> list[str]:
+    """``counts_by_key_path``'s latest row per key: the count and the largest ``[value, id]`` of its events."""
+    latest: dict[str, dict] = {}
+    for row in published_rows(output):
+        key = row["path"][0]
+        if row["count"] >= latest.get(key, {"count": 0})["count"]:
+            latest[key] = row
+    expected = {}
+    for event in landing.rows:
+        count, largest = expected.get(event["key"], (0, None))
+        pair = [event["value"], event["id"]]
+        expected[event["key"]] = (count + 1, max(largest, pair) if largest else pair)
+    problems = [f"{k}: {latest.get(k)} != {n}" for k, n in expected.items() if k not in latest]
+    for key, (count, largest) in expected.items():
+        row = latest.get(key)
+        if row is not None and (row["count"], list(row["largest"]), row["path"]) != (count, largest, [key, "all"]):
+            problems.append(f"{key}: {row} != count {count}, largest {largest}")
+    return problems
+
+
+@pytest.mark.parametrize("store", ["hdfs", "rocksdb"])
+def test_state_holding_arrays_and_maps_is_written_as_spark_wrote_it_and_placed_by_the_array_key(
+    spark, tmp_path, landing, capsys, store
+):
+    """An array grouping key and an aggregation buffer holding an array and a map: an identity transform writes
+    Spark's bytes (maps in their stored entry order), a rescale places each key by the hash of its array, and
+    the restored run continues every count and maximum (RocksDB is rescaled by Spark, so only transformed)."""
+    family = Family("counts_by_key_path", "update", ("aggregation",), _check_paths)
+    root, job = tmp_path / "root", "paths"
+    landing.add_files(3)
+    first = run_family(spark, tmp_path, landing, family, store, job)
+    for key in STATE_CONFS:
+        spark.conf.unset(key)
+    code, lines, err = _command(state_transform, spark, capsys, root, job, "--function", f"{FUNCTIONS}:identity")
+    assert code == 0, err
+    if store == "hdfs":
+        source = str(root / job / f"chk-{first['checkpoint_id']}")
+        original = _stored_state(spark, tmp_path, root, job, source)
+        assert sum(len(state) for state in original.values()) > 0
+        assert _stored_state(spark, tmp_path, root, job, lines[-1]) == original
+        # The rescale reads each key's array from its bytes to hash it.
+        code, lines, err = _command(rescale, spark, capsys, root, job, "--from", lines[-1], "--partitions", "3")
+        assert code == 0, err
+    partitions = "3" if store == "hdfs" else spark.conf.get("spark.sql.shuffle.partitions")
+    count = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", partitions)
+    try:
+        landing.add_files(3)
+        run_family(spark, tmp_path, landing, family, store, job, "--restore-from", lines[-1])
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", count)
+    problems = _check_paths(tmp_path / "out", landing)
+    assert not problems, problems[:10]
+
+
+@pytest.mark.skipif(
+    tuple(int(p) for p in __import__("pyspark").__version__.split(".")[:2]) < (4, 2), reason="row checksums: Spark 4.2+"
+)
+@pytest.mark.parametrize("store", ["hdfs", pytest.param("rocksdb", marks=pytest.mark.matrix)])
+def test_a_store_with_row_checksums_is_written_with_them_and_spark_verifies_them_on_restore(
+    spark, tmp_path, landing, capsys, store
+):
+    """With ``rowChecksum.enabled`` (pinned by the query's first batch) each stored value carries the CRC32C of
+    its key and value; Spark checks every one when it loads the state. The transform writes them (Spark's
+    rewriter does for RocksDB), so the restored run loads the changed state and continues from it."""
+    family, root, job = FAMILIES["aggregation"], tmp_path / "root", "checked"
+    landing.add_files(3)
+    try:
+        first = run_family(spark, tmp_path, landing, family, store, job, "--conf", f"{ROW_CHECKSUM}=true")
+    finally:
+        spark.conf.unset(ROW_CHECKSUM)
+    for key in STATE_CONFS:
+        spark.conf.unset(key)
+    before = landing.counts_by_key()
+    code, lines, err = _command(state_transform, spark, capsys, root, job, "--function", f"{FUNCTIONS}:drop_and_bump")
+    assert code == 0, err
+    if store == "hdfs":
+        written = _stored_state(spark, tmp_path, root, job, lines[-1])
+        assert written and all(
+            with_row_checksum(key, value[4:]) == value for state in written.values() for key, value in state.items()
+        ), "every value starts with its row's CRC32C"
+        source = _stored_state(spark, tmp_path, root, job, str(root / job / f"chk-{first['checkpoint_id']}"))
+        assert all(
+            with_row_checksum(key, value[4:]) == value for state in source.values() for key, value in state.items()
+        ), "as Spark writes them"
+
+    published = Counter(tuple(sorted(r.items())) for r in published_rows(tmp_path / "out"))
+    landing.add_files(2)
+    run_family(spark, tmp_path, landing, family, store, job, "--restore-from", lines[-1])
+    latest: dict[str, int] = {}
+    for row in map(
+        dict, (Counter(tuple(sorted(r.items())) for r in published_rows(tmp_path / "out")) - published).elements()
+    ):
+        latest[row["key"]] = max(latest.get(row["key"], 0), row["count"])
+    totals = landing.counts_by_key()
+    assert latest[DROPPED] == totals[DROPPED] - before[DROPPED], "the dropped key counts from zero again"
+    assert latest[BUMPED] == totals[BUMPED] + BUMP
+    assert {k: n for k, n in latest.items() if k not in (DROPPED, BUMPED)} == {
+        k: totals[k] for k in latest if k not in (DROPPED, BUMPED)
+    }

@@ -26,6 +26,18 @@ ROWS = [
     "CAST(NULL AS VOID) AS dummy",
     # A NaN with its sign bit set (the negation of a NaN): Spark's row writer stores Java's one NaN.
     "-CAST('NaN' AS DOUBLE) AS neg_nan, -CAST('NaN' AS FLOAT) AS neg_float_nan",
+    # Arrays: primitive elements in their own size (padded to 8 bytes), others by offset from the array's start.
+    "array(1, NULL, 3) AS ints, array(true, false, NULL) AS bools, CAST(array(1, 2, 3) AS ARRAY<TINYINT>) AS tiny, "
+    "CAST(array(-1, 2) AS ARRAY<SMALLINT>) AS shorts, array(2.5D, -0.0D) AS doubles, array(CAST(1 AS FLOAT)) AS f",
+    "array('a', NULL, repeat('x', 20)) AS strings, array(CAST(1.5 AS DECIMAL(30,2)), NULL) AS large_decimals, "
+    "array(CAST(1.5 AS DECIMAL(10,2)), NULL) AS small_decimals, array(DATE'1960-01-01', NULL) AS dates, "
+    "array(TIMESTAMP'2024-01-01 00:00:00') AS timestamps, array(X'01') AS binaries",
+    "array(named_struct('a', 1, 's', 'x'), NULL) AS structs, array(array(1, 2), NULL, array()) AS nested, "
+    "CAST(array() AS ARRAY<STRING>) AS empty, CAST(NULL AS ARRAY<INT>) AS no_array, array(NULL) AS voids",
+    "transform(sequence(1, 70), x -> IF(x % 3 = 0, NULL, x)) AS seventy",  # two words of the array's bitset
+    # Maps: the key array's size, the key array, the value array.
+    "map('a', 1, 'b', NULL) AS m, map(1, array('x', NULL)) AS map_of_arrays, CAST(NULL AS MAP<STRING, INT>) AS none, "
+    "map() AS empty_map, map(named_struct('k', 1), map('x', 2.5D)) AS nested_map",
 ]
 
 

@@ -72,7 +72,14 @@ class SparkInstall:
         subprocess.run([find_python(self.python), "-m", "venv", str(self.home)], check=True)
         pip = [str(self.python_executable), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
         # The runtime's own dependencies (pyproject's core and spark extra) at this Spark's pins.
-        packages = [f"pyspark=={self.version}", "fsspec>=2024.2", "pyyaml>=6", "pyarrow>=14", *self.pins]
+        packages = [
+            f"pyspark=={self.version}",
+            "fsspec>=2024.2",
+            "pyyaml>=6",
+            "pyarrow>=14",
+            "google-crc32c>=1.5",
+            *self.pins,
+        ]
         subprocess.run([*pip, *packages], check=True)
         # The runtime itself, as a cluster would have it (no Airflow): editable, so it is this checkout's.
         subprocess.run([*pip, "--no-deps", "-e", str(REPO)], check=True)
