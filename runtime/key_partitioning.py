@@ -118,7 +118,7 @@ def _hash_value(value: Any, data_type: Any, seed: int) -> int:
         for item in value:
             seed = _hash_value(item, data_type["elementType"], seed)
         return seed
-    # A map is never a key Spark shuffles by: its hash() refuses maps ("same maps may have different hashcode").
+    # A map key column (Spark 4 groups by a map sorted by its keys) is not hashed here: refused, never guessed.
     raise UnsupportedKeyType(f"a state key column of type {name!r} cannot be hashed here")
 
 

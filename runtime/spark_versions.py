@@ -59,6 +59,9 @@ OFFLINE_REPARTITION = (4, 3)
 # Streaming deduplication looks its keys up with -0.0 as 0.0 (SPARK-56280): Spark 4.2. Aggregations, joins and
 # the Python grouped-state operators always have (Spark's NormalizeFloatingNumbers).
 DEDUPLICATION_NORMALISES_FLOATS = (4, 2)
+# State rows with checksums (spark.sql.streaming.stateStore.rowChecksum.enabled, SPARK-54106): Spark 4.2. An
+# older Spark reads such a row's checksum as part of its value.
+ROW_CHECKSUMS = (4, 2)
 
 
 # Python APIs of those features: a pipeline calling one on an older Spark fails with a bare AttributeError.

@@ -92,7 +92,7 @@ def test_the_byte_hash_is_sparks_own_variant_not_reference_murmur3():
     assert hash_bytes(b"abcd", SEED) != hash_bytes(b"abcd\x00", SEED)
 
 
-ARRAY_AND_MAP_CASES = [
+ARRAY_CASES = [
     ("array(1, NULL, 3)", [1, None, 3], {"type": "array", "elementType": "integer", "containsNull": True}),
     ("array('a', 'bcd')", [b"a", b"bcd"], {"type": "array", "elementType": "string", "containsNull": True}),
     ("array(-0.0D, 1.5D)", [-0.0, 1.5], {"type": "array", "elementType": "double", "containsNull": False}),
@@ -105,9 +105,7 @@ ARRAY_AND_MAP_CASES = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("literal", "value", "data_type"), ARRAY_AND_MAP_CASES, ids=[case[0][:40] for case in ARRAY_AND_MAP_CASES]
-)
-def test_arrays_and_maps_hash_element_by_element_as_spark_does(spark, literal, value, data_type):
+@pytest.mark.parametrize(("literal", "value", "data_type"), ARRAY_CASES, ids=[case[0][:40] for case in ARRAY_CASES])
+def test_arrays_hash_element_by_element_as_spark_does(spark, literal, value, data_type):
     expected = _spark_hash(spark, literal, "'after'")  # the hash goes on from the array's to the next column
     assert partition_of([value, b"after"], [data_type, "string"], 2**31 - 1) == expected % (2**31 - 1)

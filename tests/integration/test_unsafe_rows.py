@@ -104,3 +104,24 @@ def test_dates_and_timestamps_collected_in_any_time_zone_are_written_as_sparks_b
     finally:
         spark.conf.set("spark.sql.session.timeZone", zone)
     assert write_row(stored_value(row, {"type": "struct", "fields": fields}), fields) == data
+
+
+def test_arrays_and_maps_collected_from_spark_are_written_as_sparks_bytes(spark):
+    """The transform's path for arrays and maps: collected through ``raw_column`` (a map as its entries, in stored
+    order; dates and timestamps inside as integers) and written as the bytes Spark wrote, element sizes of 1, 2,
+    4 and 8 bytes, floats, nested structs and arrays included."""
+    from spark_checkpoint_runtime.transform_rows import raw_column, stored_value
+
+    found = spark.sql(
+        "SELECT array(DATE'1969-12-31', NULL) AS dates, array(TIMESTAMP_NTZ'2024-01-01 00:00:00.5') AS ntz, "
+        "CAST(array(1, -2) AS ARRAY<SMALLINT>) AS shorts, CAST(array(1) AS ARRAY<TINYINT>) AS tiny, "
+        "array(true) AS bools, array(CAST(2.5 AS FLOAT), CAST('NaN' AS FLOAT)) AS floats, "
+        "map('z', named_struct('at', TIMESTAMP'2024-01-01 00:00:00', 'd', CAST(1.25 AS DECIMAL(30,2))), "
+        "'a', NULL) AS unsorted, array(array('x'), NULL) AS nested, "
+        "map(DATE'2020-02-02', array(1.5D, -0.0D)) AS dated"
+    )
+    data = bytes(found._jdf.queryExecution().toRdd().first().getBytes())
+    fields = json.loads(found.schema.json())["fields"]
+    raw = found.select(*[raw_column(found[f.name], f.dataType).alias(f.name) for f in found.schema.fields])
+    (row,) = raw.collect()
+    assert write_row(stored_value(row, {"type": "struct", "fields": fields}), fields) == data
