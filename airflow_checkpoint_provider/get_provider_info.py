@@ -60,6 +60,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_checkpoint_provider.triggers.commits",
                     "airflow_checkpoint_provider.triggers.savepoint",
                     "airflow_checkpoint_provider.triggers.health",
+                    "airflow_checkpoint_provider.triggers.driver",
                 ],
             }
         ],

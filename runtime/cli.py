@@ -79,6 +79,8 @@ def main(argv: list[str] | None = None, spark=None) -> int:
 
     job = StreamingJob(options, spark)
     code = _outcome(job, options)
+    if code != EXIT_OK:
+        job.record_exit_code(code)
     job.graceful.finished(code)  # a JVM shutdown hook waiting for the stop ends the process with this status
     return code
 

@@ -30,8 +30,11 @@ start() {
     SPARK_HOME="$("$PYTHON" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')"
     # Executors start Python workers with this interpreter; the cluster's files stay in $STATE.
     export PYSPARK_PYTHON="$PYTHON" SPARK_LOG_DIR="$STATE/logs" SPARK_LOCAL_DIRS="$STATE/local" SPARK_NO_DAEMONIZE=1
-    local port ui
-    port="$(free_port)" && ui="$(free_port)"
+    local port ui rest
+    port="$(free_port)" && ui="$(free_port)" && rest="$(free_port)"
+    # The REST server answers a cluster deploy mode driver's state and kills it (spark-submit --status/--kill,
+    # apache-airflow-providers-apache-spark and our job operator use it).
+    SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=true -Dspark.master.rest.port=$rest" \
     setsid "$SPARK_HOME/bin/spark-class" org.apache.spark.deploy.master.Master \
         --host 127.0.0.1 --port "$port" --webui-port "$ui" > "$STATE/logs/master.log" 2>&1 &
     echo $! > "$STATE/master.pid"
@@ -53,6 +56,7 @@ start() {
     ui="$bound"
     echo "$url" > "$STATE/master-url"
     echo "http://127.0.0.1:$ui" > "$STATE/master-ui"
+    echo "$rest" > "$STATE/master-rest-port"
     for n in $(seq 1 "$WORKERS"); do
         mkdir -p "$STATE/worker-$n"
         setsid "$SPARK_HOME/bin/spark-class" org.apache.spark.deploy.worker.Worker \
@@ -97,7 +101,7 @@ status() {
         echo "spark-cluster: not running"
         return 1
     fi
-    echo "master $(cat "$STATE/master-url") (UI $(cat "$STATE/master-ui")), pid $(cat "$STATE/master.pid")"
+    echo "master $(cat "$STATE/master-url") (UI $(cat "$STATE/master-ui"), REST port $(cat "$STATE/master-rest-port")), pid $(cat "$STATE/master.pid")"
     for pidfile in "$STATE"/worker-*.pid; do
         if alive "$pidfile"; then echo "$(basename "$pidfile" .pid) pid $(cat "$pidfile")"; fi
     done

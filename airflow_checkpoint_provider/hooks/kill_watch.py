@@ -39,21 +39,33 @@ def kill_process_tree(pid: int) -> list[int]:
     return [process.pid for process in tree]
 
 
+def process_tree_killer(pid: Callable[[], int | None]) -> Callable[[], str | None]:
+    """A ``KillWatch`` kill: SIGKILL the process tree of ``pid()`` (spark-submit) once it is running."""
+
+    def kill() -> str | None:
+        found = pid()
+        return None if found is None else f"pids {kill_process_tree(found)}"
+
+    return kill
+
+
 class KillWatch:
-    """While a job runs, kill its spark-submit when ``_control/kill/<run_key>.json`` appears.
+    """While a job runs, kill it when ``_control/kill/<run_key>.json`` appears.
 
     :param control: the job's control channel.
     :param run_key: the run key this task submitted the job with.
-    :param submit_pid: returns spark-submit's pid once it is running (None before).
+    :param kill_job: kills the job and says what it killed; None while there is nothing to kill yet
+        (``process_tree_killer`` for a driver under spark-submit; a driver on the cluster is killed through
+        its master).
     :param interval: seconds between two reads of the kill request.
     """
 
     def __init__(
-        self, control: ControlChannel, run_key: str, submit_pid: Callable[[], int | None], interval: float
+        self, control: ControlChannel, run_key: str, kill_job: Callable[[], str | None], interval: float
     ) -> None:
         self.control = control
         self.run_key = run_key
-        self.submit_pid = submit_pid
+        self.kill_job = kill_job
         self.interval = interval
         self.reason: str | None = None  # set once this watch killed the job
         self._done = threading.Event()
@@ -74,12 +86,13 @@ class KillWatch:
             except Exception:  # a storage hiccup: look again next time; never fail the job for it
                 log.warning("could not read the kill request of run %s", self.run_key, exc_info=True)
                 continue
-            pid = self.submit_pid()
-            if request is None or pid is None:
+            if request is None:
+                continue
+            killed = self.kill_job()
+            if killed is None:
                 continue
             self.reason = str(request.get("reason") or "a kill was requested")
-            killed = kill_process_tree(pid)
-            log.error("killed the job (pids %s): %s", killed, self.reason)
+            log.error("killed the job (%s): %s", killed, self.reason)
             if self.control.run_report(self.run_key) is None:
                 self.control.write_run_report(
                     self.run_key,

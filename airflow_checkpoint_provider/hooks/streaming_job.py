@@ -2,7 +2,8 @@
 
 The runtime package ships with every submission (zipped into ``--py-files``), so the Spark side needs
 nothing of ours installed. Storage options (credentials) travel in a private spec file, never on the
-command line that SparkSubmitHook logs.
+command line that SparkSubmitHook logs. In cluster deploy mode on a standalone master, which spark-submit
+refuses for Python, the job goes as a launcher jar instead (``standalone_driver``).
 """
 
 from __future__ import annotations
@@ -11,15 +12,23 @@ import json
 import os
 import socket
 import subprocess
+import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseHook
-from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowNotFoundException
 
 import spark_checkpoint_runtime
+from airflow_checkpoint_provider.hooks.standalone_driver import (
+    PYTHON_RUNNER,
+    StandaloneDriver,
+    application_args,
+    build_launcher,
+    is_standalone_cluster,
+)
 
 
 def runtime_entry_point() -> str:
@@ -43,13 +52,16 @@ def zip_package(folder: Path, destination: Path, *, import_name: str | None = No
 
 
 class StreamingJobHook(BaseHook):
-    """Submits ``runtime/job.py`` through SparkSubmitHook on any master (local, standalone, YARN, k8s).
+    """Submits ``runtime/job.py`` through SparkSubmitHook on any master (local, standalone, YARN, k8s), in
+    client or cluster deploy mode (the Spark connection's ``deploy-mode`` extra).
 
     :param conn_id: the Spark connection; it must exist (SparkSubmitHook alone would fall back to YARN).
     :param conf: Spark confs for spark-submit.
     :param py_files: extra files for ``--py-files``; a package folder is zipped for you.
     :param env_vars: environment for spark-submit.
     :param name: the Spark application's name (the Spark UI and the cluster's application list show it).
+    :param shared_folder: a folder every Spark worker reads (the job's ``working_dir``): in cluster deploy mode
+        on a standalone master the launcher jar goes there.
     """
 
     def __init__(
@@ -60,6 +72,7 @@ class StreamingJobHook(BaseHook):
         py_files: list[str] | None = None,
         env_vars: dict[str, str] | None = None,
         name: str = "checkpointed-streaming-job",
+        shared_folder: str | None = None,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
@@ -68,7 +81,9 @@ class StreamingJobHook(BaseHook):
         self.py_files = list(py_files or [])
         self.env_vars = dict(env_vars or {})
         self.name = name
+        self.shared_folder = shared_folder
         self._submit_hook: SparkSubmitHook | None = None
+        self.driver: StandaloneDriver | None = None  # in cluster deploy mode on a standalone master
 
     def check_spark_connection(self) -> None:
         """Fail fast, and clearly, when the Spark connection does not exist."""
@@ -113,9 +128,26 @@ class StreamingJobHook(BaseHook):
                 files.append(entry)
         return files
 
-    def submit(self, runtime_args: list[str], storage_options: dict[str, Any], workdir: Path) -> None:
-        """Run spark-submit to completion; raise ``AirflowException`` if it exits non-zero."""
+    def runs_on_standalone_cluster(self) -> bool:
+        """Whether the Spark connection runs the driver on a standalone cluster (cluster deploy mode)."""
         self.check_spark_connection()
+        connection = SparkSubmitHook(conn_id=self.conn_id)._connection  # the master as spark-submit gets it
+        return is_standalone_cluster(connection["master"], connection.get("deploy_mode"))
+
+    def submit(self, runtime_args: list[str], storage_options: dict[str, Any], workdir: Path) -> None:
+        """Run the job to its end: spark-submit to completion, or in cluster deploy mode on a standalone master
+        the driver on the cluster; raise ``AirflowException`` if it fails."""
+        if self.runs_on_standalone_cluster():
+            launcher = self.start_on_standalone_cluster(runtime_args, storage_options, workdir)
+            try:
+                state = self.driver.wait()
+            finally:
+                launcher.unlink(missing_ok=True)
+            if state != "FINISHED":
+                raise AirflowException(
+                    f"driver {self.driver.driver_id} ended {state} on the cluster; the worker's driver log has why"
+                )
+            return
         args = list(runtime_args)
         if storage_options:
             spec = workdir / "storage-spec.json"
@@ -132,6 +164,54 @@ class StreamingJobHook(BaseHook):
             application_args=args,
         )
         self._submit_hook.submit(application=runtime_entry_point())
+
+    def start_on_standalone_cluster(
+        self, runtime_args: list[str], storage_options: dict[str, Any], folder: Path
+    ) -> Path:
+        """Submit the launcher jar with ``PythonRunner`` as its main class (``standalone_driver``); ``driver``
+        then follows it through the master's REST server. The launcher's path: the caller removes it once the
+        driver has ended (the worker copies it when it starts the driver)."""
+        handle, name = tempfile.mkstemp(prefix="checkpointed-job-", suffix=".jar", dir=self.launcher_folder(folder))
+        os.close(handle)
+        launcher = build_launcher(Path(name), self.py_files, storage_options)
+        try:
+            self._submit_hook = SparkSubmitHook(
+                conf=self.conf,
+                conn_id=self.conn_id,
+                java_class=PYTHON_RUNNER,
+                env_vars=self.env_vars or None,
+                name=self.name,
+                application_args=application_args(launcher, runtime_args),
+            )
+            self._submit_hook.submit(application=str(launcher))
+            driver_id = self._submit_hook._driver_id  # set from spark-submit's output by every provider version
+            master = self._submit_hook._connection["master"]
+            if not driver_id:
+                raise AirflowException(f"spark-submit printed no driver id for the submission to {master}")
+        except BaseException:
+            launcher.unlink(missing_ok=True)
+            raise
+        self.driver = StandaloneDriver(self.rest_url(master), driver_id)
+        self.log.info("driver %s runs on the cluster %s", driver_id, master)
+        return launcher
+
+    def launcher_folder(self, workdir: Path) -> Path:
+        """Where the launcher jar goes: every worker must read it (standalone masters ship nothing to the
+        driver), so ``shared_folder`` (the job's ``working_dir``) when it is a local path (on a cluster a folder
+        every worker mounts, as Spark's working folder must be), else ``workdir`` (one machine)."""
+        shared = self.shared_folder
+        if not shared or ("://" in shared and not shared.startswith("file://")):
+            return workdir
+        folder = Path(shared.removeprefix("file://"))
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
+    def rest_url(self, master: str) -> str:
+        """The master's REST server: the master's host, the connection's ``rest-scheme`` and ``rest-port``
+        extras (default ``http`` and 6066, Spark's own default port)."""
+        extra = self.get_connection(self.conn_id).extra_dejson or {}
+        host = master.removeprefix("spark://").split(",")[0].rsplit(":", 1)[0]
+        return f"{extra.get('rest-scheme', 'http')}://{host}:{int(extra.get('rest-port', 6066))}"
 
     @property
     def process(self) -> subprocess.Popen | None:

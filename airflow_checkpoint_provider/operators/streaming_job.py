@@ -22,11 +22,13 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow_checkpoint_provider.durations import Duration, for_runtime, to_seconds
 from airflow_checkpoint_provider.failures import definitive_arguments
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
-from airflow_checkpoint_provider.hooks.kill_watch import KILL_POLL_SECONDS, KillWatch
+from airflow_checkpoint_provider.hooks.kill_watch import KILL_POLL_SECONDS, KillWatch, process_tree_killer
+from airflow_checkpoint_provider.hooks.standalone_driver import DRIVER_KILL_GRACE_SECONDS
 from airflow_checkpoint_provider.hooks.streaming_job import StreamingJobHook
 from airflow_checkpoint_provider.links import CheckpointHistoryLink, SparkUILink
 from airflow_checkpoint_provider.redaction import public_url
 from airflow_checkpoint_provider.sensors.checkpoint import push_checkpoint_keys
+from airflow_checkpoint_provider.triggers.driver import ClusterDriverTrigger
 from airflow_checkpoint_provider.ui.roots import job_page_url
 from spark_checkpoint_runtime.errors import EXIT_BAD_INPUT, EXIT_CANNOT_RESTORE
 from spark_checkpoint_runtime.layout import CheckpointFormatError, ControlChannel, key_from
@@ -140,7 +142,13 @@ class CheckpointedStreamingJobOperator(BaseOperator):
         the run past it (``--stop-timeout``), publishing nothing beyond its last checkpoint.
     :param kill_poll_interval: how often this task looks for a kill request for its run (one small read each
         time; default 60 s): ``StopStreamingJobOperator`` asks for one when the driver does not answer a stop,
-        and this task then kills spark-submit with every process under it and fails.
+        and this task then kills spark-submit with every process under it (a driver on the cluster: through
+        its master) and fails.
+    :param deferrable: with the driver on a standalone cluster (the Spark connection's ``deploy-mode`` extra
+        ``cluster``, a ``spark://`` master), submit it and free this worker slot while it runs: the triggerer
+        follows the driver (``ClusterDriverTrigger``) and the task resumes when it ends, with the same result,
+        failure and retry as the blocking operator. A kill request is then served by the triggerer.
+    :param driver_poll_interval: deferrable: time between two looks at the driver's state (default 10 s).
     """
 
     template_fields: Sequence[str] = (
@@ -153,6 +161,7 @@ class CheckpointedStreamingJobOperator(BaseOperator):
         "runtime_options",
         "stop_timeout",
         "kill_poll_interval",
+        "driver_poll_interval",
     )
     template_fields_renderers = {"conf": "json", "env_vars": "json", "runtime_options": "json", "py_files": "json"}
     operator_extra_links = (CheckpointHistoryLink(), SparkUILink())
@@ -182,6 +191,8 @@ class CheckpointedStreamingJobOperator(BaseOperator):
         runtime_options: dict[str, Any] | None = None,
         stop_timeout: Duration = 120.0,
         kill_poll_interval: Duration = KILL_POLL_SECONDS,
+        deferrable: bool = False,
+        driver_poll_interval: Duration = 10.0,
         emit_assets: bool = True,
         openlineage_inject_parent_job_info: bool = airflow_conf.getboolean(
             "openlineage", "spark_inject_parent_job_info", fallback=False
@@ -220,6 +231,8 @@ class CheckpointedStreamingJobOperator(BaseOperator):
         self.runtime_options = runtime_options or {}
         self.stop_timeout = stop_timeout
         self.kill_poll_interval = kill_poll_interval
+        self.deferrable = deferrable
+        self.driver_poll_interval = driver_poll_interval
         self._job_hook: StreamingJobHook | None = None
         self._run_key: str | None = None
 
@@ -284,6 +297,7 @@ class CheckpointedStreamingJobOperator(BaseOperator):
             py_files=self.py_files,
             env_vars=self.env_vars,
             name=f"checkpointed:{self.job_name}",
+            shared_folder=values.get("working_dir"),
         )
         control = self.storage_hook.control(self.checkpoint_root, self.job_name)
         page = job_page_url(self.checkpoint_root, self.job_name)
@@ -292,12 +306,18 @@ class CheckpointedStreamingJobOperator(BaseOperator):
         if spark_ui:
             SparkUILink().persist(context, spark_ui)
         hook = self._job_hook
+        spark_submit = process_tree_killer(lambda: hook.process.pid if hook.process is not None else None)
+
+        def kill_job() -> str | None:
+            if hook.driver is not None:  # on the cluster (cluster deploy mode): through its master
+                return f"driver {hook.driver.driver_id}" if hook.driver.kill() else None
+            return spark_submit()
+
         watch = KillWatch(
-            control,
-            self._run_key,
-            lambda: hook.process.pid if hook.process is not None else None,
-            to_seconds(self.kill_poll_interval, name="kill_poll_interval"),
+            control, self._run_key, kill_job, to_seconds(self.kill_poll_interval, name="kill_poll_interval")
         )
+        if self.deferrable:
+            self._defer_to_the_driver(hook, args)
         failure: AirflowException | None = None
         with tempfile.TemporaryDirectory(prefix="checkpointed-job-") as workdir, watch:
             try:
@@ -306,9 +326,61 @@ class CheckpointedStreamingJobOperator(BaseOperator):
                 failure = exc
         if watch.reason is not None:  # whatever spark-submit's exit code (0 too, if killed between two reads)
             raise AirflowException(f"job {self.job_name!r} was killed: {watch.reason}") from failure
+        returncode = hook.process.returncode if hook.process is not None and hook.driver is None else None
+        return self._outcome(context, control, failure, returncode)
+
+    def _defer_to_the_driver(self, hook: StreamingJobHook, args: list[str]) -> None:
+        """Submit the driver to the cluster, then free this worker slot while it runs (``ClusterDriverTrigger``)."""
+        if not hook.runs_on_standalone_cluster():
+            raise AirflowFailException(
+                f"{self.task_id}: deferrable=True needs the driver to run on the cluster: a Spark connection with "
+                "the extra deploy-mode cluster on a standalone master (spark://...). Otherwise the driver runs in "
+                "this task, which cannot be freed"
+            )
+        # Not the task's temporary folder: the worker copies the launcher when it starts the driver.
+        folder = Path(tempfile.gettempdir())
+        launcher = hook.start_on_standalone_cluster(args, self.storage_hook.storage_options(), folder)
+        driver = hook.driver
+        self.defer(
+            trigger=ClusterDriverTrigger(
+                job_name=self.job_name,
+                checkpoint_root=self.checkpoint_root,
+                rest_url=driver.rest_url,
+                driver_id=driver.driver_id,
+                run_key=self._run_key,
+                stop_timeout=to_seconds(self.stop_timeout, name="stop_timeout"),
+                storage_conn_id=self.storage_conn_id,
+                poll_interval=self.driver_poll_interval,
+                launcher=str(launcher),
+            ),
+            method_name="execute_complete",
+        )
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+        """The driver ended (``deferrable=True``): the run's outcome, as the blocking path has it."""
+        if event.get("launcher"):
+            Path(event["launcher"]).unlink(missing_ok=True)  # on another machine than the submission's: left
+        if event.get("status") == "error":
+            raise AirflowException(f"job {self.job_name!r}: following its driver failed: {event.get('reason')}")
+        self.checkpoint_root = CheckpointStorageHook(self.storage_conn_id).root(self.checkpoint_root)
+        self._run_key = event["run_key"]
+        control = self.storage_hook.control(self.checkpoint_root, self.job_name)
+        if event.get("killed"):
+            raise AirflowException(f"job {self.job_name!r} was killed: {event['killed']}")
+        state = event["driver_state"]
+        failure = None if state == "FINISHED" else AirflowException(f"driver {event['driver_id']} ended {state}")
+        return self._outcome(context, control, failure, None)
+
+    def _outcome(
+        self, context: Context, control: ControlChannel, failure: AirflowException | None, returncode: int | None
+    ) -> dict[str, Any]:
+        """The run's result from its report, or the failure to raise: definitive (no retry) for an exit code
+        that says the same try would fail the same way (spark-submit's, or for a driver on the cluster the one
+        the runtime wrote in its report)."""
         report = control.run_report(self._run_key)
         if failure is not None:
-            returncode = hook.process.returncode if hook.process is not None else None
+            if returncode is None and report is not None and isinstance(report.get("exit_code"), int):
+                returncode = report["exit_code"]
             code = f" (exit {returncode})" if returncode is not None else ""
             # Bad input or a restore the runtime refused (incompatible, damaged, missing): the same try again
             # fails the same way, so no retry is spent on it. A failed or held job may do better on a retry.
@@ -369,12 +441,20 @@ class CheckpointedStreamingJobOperator(BaseOperator):
         ``ON_KILL_SECONDS``: a store that does not answer then cannot hold the task past its SIGKILL. The job
         finishes its batch, takes a final checkpoint and commits; the runtime's own ``--stop-timeout`` bounds
         that, so spark-submit never outlives the stop timeout even when this task process is gone.
+
+        A driver on a standalone cluster (cluster deploy mode) gets the stop request too, and a process of its
+        own asks the master to kill it if it still runs ``DRIVER_KILL_GRACE_SECONDS`` past the stop timeout.
         """
         hook = self._job_hook
-        if hook is None or hook.process is None or hook.process.poll() is not None:
-            return
         started = time.monotonic()
-        hook.process.terminate()
+        if hook is not None and hook.driver is not None:
+            # The driver runs on the cluster: a process of its own kills it through the master if the graceful
+            # stop asked below has not ended it within the stop timeout (this task is SIGKILLed long before).
+            hook.driver.kill_later(to_seconds(self.stop_timeout, name="stop_timeout") + DRIVER_KILL_GRACE_SECONDS)
+        elif hook is None or hook.process is None or hook.process.poll() is not None:
+            return
+        else:
+            hook.process.terminate()
         writer = threading.Thread(target=self._request_stop, name="stop-request", daemon=True)
         writer.start()
         writer.join(max(0.0, ON_KILL_SECONDS - (time.monotonic() - started)))

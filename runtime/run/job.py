@@ -65,6 +65,17 @@ class StreamingJob:
         finally:
             self.graceful.uninstall()
 
+    def record_exit_code(self, code: int) -> None:
+        """With ``--run-key``: add the exit status to the failed run's report, for a supervisor that cannot see
+        the process's own (a driver on the cluster, whose master says only FAILED)."""
+        if self._control is None:
+            return
+        try:
+            report = self._control.run_report(self.options.run_key) or {"status": "failed"}
+            self._control.write_run_report(self.options.run_key, {**report, "exit_code": code})
+        except Exception:  # the exit status still says it; never fail the exit for the report
+            log.warning("could not add the exit status to the run report", exc_info=True)
+
     def _report_failure(self, reason: str) -> None:
         """With ``--run-key``: the run failed, and why. Also called when a stop outlasts --stop-timeout and the
         process is about to end, so a supervisor reading the report does not take the exit for a kill."""

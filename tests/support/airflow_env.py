@@ -101,6 +101,23 @@ def xcom(dag_run, task_id: str, key: str = "return_value"):
         return XComModel.deserialize_value(row) if row is not None else None
 
 
+def timed_on_kill(monkeypatch) -> list[float]:
+    """Time every call of the job operator's ``on_kill`` (Airflow 3 SIGKILLs a task about 5 s after SIGTERM):
+    the list the seconds of each call go into."""
+    from airflow_checkpoint_provider.operators import CheckpointedStreamingJobOperator
+
+    took: list[float] = []
+    on_kill = CheckpointedStreamingJobOperator.on_kill
+
+    def timed(self) -> None:
+        started = time.monotonic()
+        on_kill(self)
+        took.append(time.monotonic() - started)
+
+    monkeypatch.setattr(CheckpointedStreamingJobOperator, "on_kill", timed)
+    return took
+
+
 class Later(threading.Thread):
     """Run ``action`` in the background once ``condition`` holds (for kills and late arrivals)."""
 

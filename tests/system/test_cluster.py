@@ -24,7 +24,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from spark_checkpoint_runtime.layout import ControlChannel, JobFolder, LeaseFiles
+from spark_checkpoint_runtime.layout import ControlChannel, JobFolder, LeaseFiles, key_from
 from tests.support.helpers import REPO, Landing, final_counts, job_args, spark_submit, wait_for
 from tests.support.local_airflow import LocalAirflow, free_port
 from tests.support.local_cluster import standalone_cluster
@@ -319,3 +319,193 @@ def test_restore_automation_stops_a_frozen_driver_and_restores_the_job(cluster: 
         airflow.stop()
     # The frozen run's last checkpoint, then the restore: every event counted exactly once.
     assert final_counts(demo / "output") == landing.counts_by_key()
+
+
+def _drivers(cluster: Cluster) -> dict[str, str]:
+    """The master's drivers (cluster deploy mode) and their states, from its UI's JSON."""
+    ui = (cluster.state / "master-ui").read_text().strip()
+    with urllib.request.urlopen(f"{ui}/json/", timeout=10) as answer:
+        state = json.load(answer)
+    return {d["id"]: d["state"] for d in state.get("activedrivers", []) + state.get("completeddrivers", [])}
+
+
+def test_cluster_deploy_mode_runs_the_driver_on_a_worker_kills_it_through_the_master_and_restores(
+    cluster: Cluster, tmp_path: Path, landing: Landing, airflow_db, monkeypatch
+):
+    """The job operator with a Spark connection in cluster deploy mode on the standalone master: each driver
+    runs on a worker (``PythonRunner`` over the launcher jar). A kill request kills try 1's driver through the
+    master; try 2 restores from the latest checkpoint; stopping its task (SIGTERM, ``on_kill`` within Airflow's
+    5 s) stops its driver gracefully. The deferrable operator does the same with its worker slot freed: the
+    triggerer follows the driver and serves the kill request of try 1; try 2 restores. Every count is exact."""
+    from tests.support.airflow_env import PLANTED_SECRET, Later, load_dag, task_states, timed_on_kill, xcom
+
+    host, port = cluster.rsplit(":", 1)
+    rest = int((cluster.state / "master-rest-port").read_text())
+    spark_cluster = {"conn_type": "spark", "host": host, "port": int(port), "extra": {"deploy-mode": "cluster"}}
+    spark_cluster["extra"]["rest-port"] = rest
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CLUSTER", json.dumps(spark_cluster))
+    took = timed_on_kill(monkeypatch)
+    root, work = tmp_path / "root", tmp_path / "work"
+    storage = JobFolder(str(root), "orders")
+    landing.add_files(4)
+    first_try: dict[str, str] = {}
+
+    def kill_try_one() -> None:
+        grant = LeaseFiles(storage).unreleased_grant()
+        first_try["run_key"] = grant["run_key"]
+        ControlChannel(storage).request_kill(grant["run_key"], "the test asks")
+        first_try["newest"] = max(_completed(storage))
+
+    def second_try_checkpointed() -> bool:
+        grant = LeaseFiles(storage).unreleased_grant()
+        newest = max(_completed(storage), default=0)
+        return bool(grant and grant["run_key"] != first_try["run_key"] and newest > first_try["newest"])
+
+    def stop_task() -> None:
+        landing.add_files(2)  # arrive while try 2 runs: it or the deferred task counts them
+        first_try["stopped"] = max(_completed(storage))
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    def deferred_try_one_checkpointed() -> bool:
+        grant = LeaseFiles(storage).unreleased_grant()
+        return bool(grant and ".deferred." in grant["run_key"] and max(_completed(storage)) > first_try["stopped"])
+
+    def kill_deferred_try_one() -> None:
+        ControlChannel(storage).request_kill(LeaseFiles(storage).unreleased_grant()["run_key"], "the test asks")
+
+    killer = Later(lambda: len(_completed(storage)) >= 2 and LeaseFiles(storage).unreleased_grant(), kill_try_one)
+    killer.start()
+    stopper = Later(lambda: killer.done.is_set() and second_try_checkpointed(), stop_task, timeout=400)
+    stopper.start()
+    deferred_killer = Later(
+        lambda: stopper.done.is_set() and "stopped" in first_try and deferred_try_one_checkpointed(),
+        kill_deferred_try_one,
+        timeout=600,
+    )
+    deferred_killer.start()
+    conf = {"root": str(root), "landing": str(landing.path), "output": str(tmp_path / "out"), "work": str(work)}
+    run = load_dag("on_the_cluster").test(run_conf=conf)
+    assert not [t.error for t in (killer, stopper, deferred_killer) if t.error is not None]
+    states = task_states(run)
+    assert states == {"stream": "success", "deferred": "success", "incompatible": "failed"}, states
+    assert run.get_task_instance("incompatible").try_number == 1, "a refused upgrade spends no retry"
+    for task in ("stream", "deferred"):  # each killed once, then restored from the latest checkpoint
+        assert xcom(run, task)["run_key"].endswith("try2") and xcom(run, task)["restored_from"] is not None
+    assert len(took) == 1 and took[0] < 5, took
+
+    # The master's kill is SIGTERM to the driver's JVM (SIGKILL 10 s later), which the runtime takes as a
+    # graceful stop: so the killed driver ends FINISHED too, its run report written.
+    drivers = _drivers(cluster)
+    assert sorted(drivers.values()) == ["FAILED"] + ["FINISHED"] * 4, drivers
+    assert ControlChannel(storage).run_report(first_try["run_key"]) is not None
+    ran = [p for p in cluster.state.glob("worker-*/driver-*") if p.name in drivers]
+    assert len(ran) == 5, "each driver ran in a worker's driver folder"
+    refused = ControlChannel(storage).run_report(key_from(f"on_the_cluster.incompatible.{run.run_id}.-1.try1"))
+    assert refused["exit_code"] == 3 and refused["error"], refused
+    assert not list(work.glob("checkpointed-job-*.jar")), "the launcher jars are removed after their runs"
+    for folder in ran:  # the driver's command and logs, as the worker keeps them
+        for path in (p for p in folder.iterdir() if p.is_file() and p.suffix != ".jar"):
+            assert PLANTED_SECRET not in path.read_text(errors="replace"), path
+    with urllib.request.urlopen(f"{(cluster.state / 'master-ui').read_text().strip()}/json/", timeout=10) as answer:
+        assert PLANTED_SECRET not in answer.read().decode()
+    assert final_counts(tmp_path / "out") == landing.counts_by_key(), "every event counted once"
+
+    # The delayed kill on_kill started found the driver ended and went.
+    def delayed_kills() -> list[psutil.Process]:
+        return [p for p in psutil.process_iter(["cmdline"]) if "standalone_driver" in " ".join(p.info["cmdline"] or [])]
+
+    wait_for(lambda: not delayed_kills(), 90, "the delayed kill to end")
+
+
+def _completed(storage: JobFolder) -> list[int]:
+    return [m.id for m in storage.checkpoints.completed()]
+
+
+DEFERRED_ON_CLUSTER = """
+from datetime import datetime
+
+from airflow.sdk import DAG
+
+from airflow_checkpoint_provider.operators import CheckpointedStreamingJobOperator
+
+with DAG(dag_id="deferred_on_cluster", schedule=None, start_date=datetime(2026, 1, 1)):
+    CheckpointedStreamingJobOperator(
+        task_id="stream",
+        job_name="orders",
+        checkpoint_root={root!r},
+        pipeline="examples.pipelines:running_counts",
+        sink="parquet:{output}",
+        output_mode="update",
+        trigger="continuous",
+        batch_interval="500ms",
+        max_duration="10min",
+        checkpoint_interval="1s",
+        stop_timeout="30s",
+        conf={{"spark.example.landing": {landing!r}, "spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"}},
+        py_files=[{examples!r}],
+        conn_id="spark_cluster",
+        working_dir={work!r},
+        deferrable=True,
+        driver_poll_interval=1,
+    )
+"""
+
+
+def test_a_deferred_driver_is_followed_by_a_real_triggerer_and_stopped_when_its_task_is_cleared(
+    cluster: Cluster, tmp_path: Path, landing: Landing
+):
+    """Under a real scheduler and triggerer: the deferrable job operator frees its slot (the task is
+    ``deferred`` and ``ClusterDriverTrigger`` runs in the triggerer) while its driver checkpoints on the
+    cluster; clearing the task calls the trigger's ``on_kill``, which asks the job to stop: the driver stops
+    gracefully on the cluster and writes its run report. (The cleared task then runs again: its driver is
+    killed at the end.)"""
+    root, dags = tmp_path / "root", tmp_path / "dags"
+    dags.mkdir()
+    (dags / "deferred_on_cluster.py").write_text(
+        DEFERRED_ON_CLUSTER.format(
+            root=str(root),
+            output=tmp_path / "out",
+            landing=str(landing.path),
+            examples=str(REPO / "examples"),
+            work=str(tmp_path / "work"),
+        )
+    )
+    host, port = cluster.rsplit(":", 1)
+    rest = int((cluster.state / "master-rest-port").read_text())
+    connection = {"conn_type": "spark", "host": host, "port": int(port), "extra": {"deploy-mode": "cluster"}}
+    connection["extra"]["rest-port"] = rest
+    airflow = LocalAirflow(tmp_path / "airflow-home", dags, {"AIRFLOW_CONN_SPARK_CLUSTER": json.dumps(connection)})
+    storage = JobFolder(str(root), "orders")
+    landing.add_files(3)
+    before = set(_drivers(cluster))
+    try:
+        airflow.start()
+        parsed = "SELECT count(*) FROM dag WHERE dag_id = 'deferred_on_cluster'"
+        airflow.wait_for(lambda: airflow.query(parsed)[0][0] == 1, 180, "the DAG to be parsed")
+        assert airflow.airflow("dags", "trigger", "deferred_on_cluster").returncode == 0
+        deferred = (
+            "SELECT t.classpath FROM task_instance ti JOIN trigger t ON t.id = ti.trigger_id "
+            "WHERE ti.dag_id = 'deferred_on_cluster' AND ti.state = 'deferred'"
+        )
+        found = airflow.wait_for(lambda: airflow.query(deferred), 300, "the task to defer to the triggerer")
+        assert found == [("airflow_checkpoint_provider.triggers.driver.ClusterDriverTrigger",)]
+        airflow.wait_for(lambda: len(_completed(storage)) >= 2, 240, "checkpoints of the deferred driver")
+        [driver] = set(_drivers(cluster)) - before
+        assert _drivers(cluster)[driver] == "RUNNING"
+        run_key = LeaseFiles(storage).unreleased_grant()["run_key"]
+
+        cleared = airflow.airflow("tasks", "clear", "deferred_on_cluster", "-t", "stream", "-y")
+        assert cleared.returncode == 0, cleared.stderr[-2000:]
+        airflow.wait_for(lambda: _drivers(cluster)[driver] != "RUNNING", 120, "the driver to stop")
+        assert _drivers(cluster)[driver] == "FINISHED", "a graceful stop, asked through the job's _control/"
+        assert ControlChannel(storage).run_report(run_key) is not None
+        requests = {p.name for p in (root / "orders" / "_control" / "requests").glob("*.json")}
+        assert f"{key_from(f'stop-{run_key}')}.json" in requests, requests
+    finally:
+        airflow.stop()
+        for leftover, state in _drivers(cluster).items():  # never leave a driver running on the module's cluster
+            if state in ("SUBMITTED", "RUNNING", "RELAUNCHING"):
+                urllib.request.urlopen(
+                    urllib.request.Request(f"http://127.0.0.1:{rest}/v1/submissions/kill/{leftover}", method="POST"),
+                    timeout=10,
+                ).close()

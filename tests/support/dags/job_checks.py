@@ -139,3 +139,52 @@ with DAG(dag_id="root_from_connection", schedule=None, start_date=datetime(2026,
         task_id="retention", job_name="orders", storage_conn_id="checkpoint_rooted", orphan_grace_period="0s"
     )
     found >> kept
+
+with DAG(
+    dag_id="on_the_cluster",
+    schedule=None,
+    start_date=datetime(2026, 1, 1),
+    params={**PARAMS, "work": Param("/nonexistent", type="string")},
+):
+    # Cluster deploy mode on the standalone master of ``spark_cluster`` (the test defines it): the driver runs
+    # on a worker. Try 1 is killed through a kill request (the master kills the driver), try 2 restores from
+    # the latest checkpoint and stops gracefully when its task is stopped.
+    # Storage options with a planted secret: they reach the driver inside the launcher jar, never in its command.
+    on_cluster = {"conn_id": "spark_cluster", "working_dir": "{{ params.work }}", "storage_conn_id": "checkpoint_local"}
+    stream = job(
+        "stream",
+        trigger="continuous",
+        batch_interval="500ms",
+        max_duration="10min",
+        stop_timeout="60s",
+        kill_poll_interval=1,
+        runtime_options={"lease_timeout": "4s"},  # the retry waits out the killed try's lease: keep it short
+        retries=1,
+        retry_delay=timedelta(seconds=1),
+        **on_cluster,
+    )
+    # Deferred: the task frees its worker slot while its driver runs and the triggerer follows it. Try 1 is
+    # killed through a kill request the trigger serves; try 2 restores and runs until its max duration.
+    deferred = job(
+        "deferred",
+        trigger="continuous",
+        batch_interval="500ms",
+        max_duration="15s",
+        deferrable=True,
+        driver_poll_interval=1,
+        runtime_options={"lease_timeout": "4s"},
+        retries=1,
+        retry_delay=timedelta(seconds=1),
+        **on_cluster,
+    )
+    # An upgrade the runtime refuses (exit 3: another grouping key over the same state): the driver's master
+    # says only FAILED, the run's report has the exit status, and no retry is spent on it.
+    incompatible = job(
+        "incompatible",
+        pipeline="examples.pipelines:running_counts_by_value",
+        retries=1,
+        retry_delay=timedelta(seconds=1),
+        trigger_rule="all_done",
+        **on_cluster,
+    )
+    stream >> deferred >> incompatible

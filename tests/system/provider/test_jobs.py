@@ -8,14 +8,13 @@ import re
 import signal
 import socket
 import subprocess
-import time
 import urllib.request
 from pathlib import Path
 
 import psutil
 import pytest
 
-from tests.support.airflow_env import PLANTED_SECRET, Later, load_dag, task_states, xcom
+from tests.support.airflow_env import PLANTED_SECRET, Later, load_dag, task_states, timed_on_kill, xcom
 from tests.support.helpers import Landing, completed_checkpoints, final_counts, job_args, published_rows, start_module
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -138,19 +137,9 @@ def test_killed_task_stops_the_job_gracefully_through_on_kill(tmp_path: Path, la
     """SIGTERM to the task process (what Airflow 3's supervisor sends, SIGKILL following about 5 s later) runs
     the operator's on_kill through the task runner's handler: it asks for the stop and returns at once; the job
     finishes its batch, checkpoints, commits and exits 0, and spark-submit does not outlive the task."""
-    from airflow_checkpoint_provider.operators import CheckpointedStreamingJobOperator
-
     landing.add_files(6)
     root = tmp_path / "root"
-    took: list[float] = []
-    on_kill = CheckpointedStreamingJobOperator.on_kill
-
-    def timed_on_kill(self) -> None:
-        started = time.monotonic()
-        on_kill(self)
-        took.append(time.monotonic() - started)
-
-    monkeypatch.setattr(CheckpointedStreamingJobOperator, "on_kill", timed_on_kill)
+    took = timed_on_kill(monkeypatch)
 
     spark_ui: list[tuple[str, str]] = []
 

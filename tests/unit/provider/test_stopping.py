@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from airflow_checkpoint_provider.hooks.kill_watch import KillWatch
+from airflow_checkpoint_provider.hooks.kill_watch import KillWatch, process_tree_killer
 from airflow_checkpoint_provider.triggers.health import RunningJobHealthTrigger, judge_running_job
 from spark_checkpoint_runtime.layout import ControlChannel, JobFolder, LeaseFiles, now_ms
 from tests.support.helpers import write_checkpoint
@@ -42,7 +42,7 @@ def test_the_kill_watch_kills_a_frozen_process_tree_and_reports_it(tmp_path: Pat
         assert len(tree) == 2
         for process in tree:
             process.send_signal(signal.SIGSTOP)
-        with KillWatch(control, "frozen-key", lambda: parent.pid, interval=0.2) as watch:
+        with KillWatch(control, "frozen-key", process_tree_killer(lambda: parent.pid), interval=0.2) as watch:
             time.sleep(0.5)
             assert parent.poll() is None, "no kill request yet: nothing happens"
             control.request_kill("frozen-key", "checkpoints stalled")

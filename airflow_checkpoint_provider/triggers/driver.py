@@ -1,0 +1,127 @@
+"""Deferrable wait for a job's driver on a standalone cluster (cluster deploy mode) to end."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from airflow_checkpoint_provider.durations import Duration
+from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
+from airflow_checkpoint_provider.hooks.standalone_driver import (
+    DRIVER_KILL_GRACE_SECONDS,
+    FINAL_STATES,
+    DriverStateUnknown,
+    StandaloneDriver,
+)
+from airflow_checkpoint_provider.triggers.polling import StoragePollingTrigger
+from spark_checkpoint_runtime.layout import ControlChannel, JobFolder, key_from
+
+#: Looks in a row the master's REST server may miss before the wait fails (a master restarting).
+TOLERATED_MISSES = 10
+
+
+class ClusterDriverTrigger(StoragePollingTrigger):
+    """Fires when driver ``driver_id`` has ended on the standalone master at ``rest_url``, with its final state
+    (the task then reads the run's report, ``_control/runs/<run_key>.json``).
+
+    ``CheckpointedStreamingJobOperator(deferrable=True)`` builds it once the driver runs; DAG authors rarely need
+    it directly. Each look reads the driver's state from the master, the job's newest checkpoint (logged when it
+    changes, so the task's log follows the job) and the run's kill request: a driver that no longer answers a
+    stop is killed through the master, as the blocking operator's kill watch does.
+
+    :param job_name: the job folder under the root.
+    :param checkpoint_root: the checkpoint root (a path or fsspec URL).
+    :param rest_url: ``http://HOST:PORT`` of the master's REST server.
+    :param driver_id: the driver (``driver-...``).
+    :param run_key: the run key the job was submitted with.
+    :param stop_timeout: seconds a graceful stop may take (``on_kill``); past it and a grace of 30 s the master
+        is asked to kill the driver.
+    :param storage_conn_id: a ``checkpoint_storage`` or standard cloud connection, if needed.
+    :param poll_interval: time between looks (seconds, a ``timedelta`` or e.g. ``"10s"``).
+    :param launcher: the submitted launcher jar, handed back in the event for the task to remove.
+    """
+
+    interval_kwarg = "poll_interval"
+    error_key = "reason"
+
+    def __init__(
+        self,
+        *,
+        job_name: str,
+        checkpoint_root: str,
+        rest_url: str,
+        driver_id: str,
+        run_key: str,
+        stop_timeout: float,
+        storage_conn_id: str | None = None,
+        poll_interval: Duration = 10.0,
+        launcher: str | None = None,
+    ):
+        super().__init__(
+            job_name=job_name, checkpoint_root=checkpoint_root, storage_conn_id=storage_conn_id, interval=poll_interval
+        )
+        self.rest_url = rest_url
+        self.driver_id = driver_id
+        self.run_key = run_key
+        self.stop_timeout = float(stop_timeout)
+        self.launcher = launcher
+        self.misses = 0
+        self._newest: int | None = None
+        self._killed: str | None = None
+
+    def own_kwargs(self) -> dict[str, Any]:
+        return {
+            "rest_url": self.rest_url,
+            "driver_id": self.driver_id,
+            "run_key": self.run_key,
+            "stop_timeout": self.stop_timeout,
+            "launcher": self.launcher,
+        }
+
+    def poll_once(self, storage: JobFolder) -> list[dict[str, Any]]:
+        try:
+            state = StandaloneDriver(self.rest_url, self.driver_id).state()
+            self.misses = 0
+        except DriverStateUnknown:
+            self.misses += 1
+            if self.misses > TOLERATED_MISSES:
+                raise
+            self.log.warning("the master did not answer for driver %s (%d in a row)", self.driver_id, self.misses)
+            return []
+        newest = storage.checkpoints.newest_metadata_id()
+        if newest != self._newest:
+            self._newest = newest
+            self.log.info("driver %s is %s; the job's newest checkpoint is chk-%s", self.driver_id, state, newest)
+        control = ControlChannel(storage)
+        if state not in FINAL_STATES:
+            # A kill request (StopStreamingJobOperator, for a driver that no longer answers): the master kills it.
+            request = control.kill_request(self.run_key)
+            if request is not None and self._killed is None and StandaloneDriver(self.rest_url, self.driver_id).kill():
+                self._killed = str(request.get("reason") or "a kill was requested")
+                self.log.error("killed driver %s: %s", self.driver_id, self._killed)
+                if control.run_report(self.run_key) is None:
+                    control.write_run_report(
+                        self.run_key, {"status": "killed", "error": f"killed by request: {self._killed}"}
+                    )
+            return []
+        return [
+            {
+                "status": "ended",
+                "driver_state": state,
+                "driver_id": self.driver_id,
+                "run_key": self.run_key,
+                "killed": self._killed,
+                "launcher": self.launcher,
+            }
+        ]
+
+    async def on_kill(self) -> None:
+        """The deferred task was marked failed or succeeded, or cleared: ask the job to stop gracefully, and
+        the master to kill the driver if it still runs past the stop timeout. Airflow calls this on a person's
+        action only, not when the trigger moves to another triggerer."""
+        driver = StandaloneDriver(self.rest_url, self.driver_id)
+        await asyncio.to_thread(driver.kill_later, self.stop_timeout + DRIVER_KILL_GRACE_SECONDS)
+        storage = await CheckpointStorageHook.astorage(self.storage_conn_id, self.checkpoint_root, self.job_name)
+        stop = key_from(f"stop-{self.run_key}")  # the id the operator's own on_kill asks with: one request
+        await asyncio.to_thread(ControlChannel(storage).request, stop, "stop", self.run_key)
+        self.log.info("asked job %r (driver %s) to stop", self.job_name, self.driver_id)

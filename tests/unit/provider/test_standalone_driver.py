@@ -1,0 +1,79 @@
+"""The launcher jar of cluster deploy mode on a standalone master: what it holds, and that Python runs it as the
+runtime with the storage options in a private spec file (the system test in ``tests/system/test_cluster.py``
+runs it on a real cluster)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from airflow_checkpoint_provider.hooks.standalone_driver import (
+    SPEC_ENTRY,
+    DriverStateUnknown,
+    StandaloneDriver,
+    application_args,
+    build_launcher,
+    is_standalone_cluster,
+)
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_the_launcher_holds_the_runtime_the_dags_files_and_the_storage_options(tmp_path: Path):
+    module = tmp_path / "helpers.py"
+    module.write_text("VALUE = 1\n")
+    with zipfile.ZipFile(tmp_path / "shipped.zip", "w") as shipped:
+        shipped.writestr("zipped_pkg/__init__.py", "")
+    jar = build_launcher(
+        tmp_path / "job.jar", [str(REPO / "examples"), str(module), str(tmp_path / "shipped.zip")], {"key": "s3cr3t"}
+    )
+    assert stat.S_IMODE(jar.stat().st_mode) == 0o600, "it may hold credentials"
+    names = set(zipfile.ZipFile(jar).namelist())
+    assert {"__main__.py", "META-INF/MANIFEST.MF", "spark_checkpoint_runtime/cli.py", SPEC_ENTRY} <= names
+    assert {"examples/pipelines.py", "helpers.py", "zipped_pkg/__init__.py"} <= names
+    assert not [n for n in names if "__pycache__" in n]
+    assert json.loads(zipfile.ZipFile(jar).read(SPEC_ENTRY)) == {"storage_options": {"key": "s3cr3t"}}
+    assert application_args(jar, ["--job-name", "j"]) == ["job.jar", "job.jar", "--job-name", "j"]
+
+
+def test_python_runs_the_launcher_as_the_runtime_and_removes_the_spec_it_wrote(tmp_path: Path):
+    jar = build_launcher(tmp_path / "job.jar", [], {"auto_mkdir": True})
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    ran = subprocess.run(
+        [sys.executable, str(jar), "list", "--job-name", "orders", "--checkpoint-root", str(tmp_path / "root")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "TMPDIR": str(scratch)},
+        timeout=120,
+    )
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert "job 'orders': 0 checkpoint(s)" in ran.stdout, ran.stdout
+    assert not list(scratch.iterdir()), "the private spec file is gone after the run"
+
+
+def test_only_a_spark_master_in_cluster_mode_runs_the_driver_on_a_worker():
+    assert is_standalone_cluster("spark://127.0.0.1:7077", "cluster")
+    assert not is_standalone_cluster("spark://127.0.0.1:7077", "client")
+    assert not is_standalone_cluster("yarn", "cluster")  # spark-submit ships Python there itself
+    assert not is_standalone_cluster("local[2]", None)
+
+
+def test_a_master_that_does_not_answer_is_said_as_such():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # nothing listens once the probe closes
+    driver = StandaloneDriver(f"http://127.0.0.1:{port}", "driver-1", timeout=2)
+    with pytest.raises(DriverStateUnknown, match=f"REST server at http://127.0.0.1:{port} did not answer"):
+        driver.state()
+    with pytest.raises(DriverStateUnknown):
+        driver.wait(poll_seconds=0.01, tolerated_misses=2)
