@@ -44,7 +44,8 @@ def process_tree_killer(pid: Callable[[], int | None]) -> Callable[[], str | Non
 
     def kill() -> str | None:
         found = pid()
-        return None if found is None else f"pids {kill_process_tree(found)}"
+        killed = kill_process_tree(found) if found is not None else []
+        return f"pids {killed}" if killed else None  # an ended process is nothing killed
 
     return kill
 

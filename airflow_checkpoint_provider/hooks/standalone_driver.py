@@ -6,7 +6,8 @@ ship Python files to the worker that runs the driver). It runs any JVM main clas
 YARN's cluster mode runs in its application master): it starts Python beside the driver's JVM and connects
 the two. So the job goes as a launcher jar: one zip that the worker copies into the driver's folder, that
 Python runs (its ``__main__.py`` starts the runtime) and imports from (the runtime and the DAG's
-``py_files`` inside). ``PythonRunner`` is told to run it and to put it on ``PYTHONPATH``.
+``py_files`` inside). ``PythonRunner`` is told to run it and to put it on ``PYTHONPATH``. The storage options
+go in a private file beside it (``write_spec``), never in the jar, which spark-submit serves to executors.
 
 The master's REST server (``spark.master.rest.enabled``, port ``spark.master.rest.port``, the Spark
 connection's ``rest-port`` extra, as apache-airflow-providers-apache-spark reads it) answers the driver's
@@ -20,6 +21,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 import zipfile
 from pathlib import Path
@@ -28,7 +30,7 @@ from typing import Any
 import spark_checkpoint_runtime
 
 PYTHON_RUNNER = "org.apache.spark.deploy.PythonRunner"
-SPEC_ENTRY = "storage-spec.json"
+SPEC_OPTION = "--launcher-spec="
 # The master's driver states (DriverState.scala): these four are final; SUBMITTED, RUNNING, RELAUNCHING and
 # UNKNOWN (the master recovering) are not.
 FINAL_STATES = frozenset({"FINISHED", "FAILED", "KILLED", "ERROR"})
@@ -36,23 +38,25 @@ FINAL_STATES = frozenset({"FINISHED", "FAILED", "KILLED", "ERROR"})
 #: stop (the runtime ends such a run itself at the stop timeout; this is for a driver that no longer answers).
 DRIVER_KILL_GRACE_SECONDS = 30.0
 
-# Runs as ``python <launcher>.jar ARGS``: the jar is sys.path[0]. Storage options (credentials) are never on
-# the command line the master shows: they go in the jar, and reach the runtime as a private spec file.
+# Runs as ``python <launcher>.jar [--launcher-spec=PATH] ARGS``: the jar is sys.path[0]. The storage options
+# (credentials) are in neither the jar (spark-submit serves a cluster-mode jar to every executor) nor a command
+# line the master shows: they are in a private file beside the jar, which the launcher moves into the driver's
+# own temporary folder at once, and removes there at its end.
 _LAUNCHER_MAIN = f'''"""A checkpointed job's launcher in cluster deploy mode (by airflow-checkpoint-provider)."""
 import os
+import shutil
 import sys
 import tempfile
-import zipfile
 
-archive = os.path.dirname(os.path.abspath(__file__))
 argv = sys.argv[1:]
 spec = None
-with zipfile.ZipFile(archive) as jar:
-    if {SPEC_ENTRY!r} in jar.namelist():
-        handle, spec = tempfile.mkstemp(prefix="checkpointed-spec-", suffix=".json")  # mode 600
-        with os.fdopen(handle, "wb") as out:
-            out.write(jar.read({SPEC_ENTRY!r}))
-        argv += ["--spec", spec]
+if argv and argv[0].startswith({SPEC_OPTION!r}):
+    shared = argv.pop(0)[len({SPEC_OPTION!r}):]
+    handle, spec = tempfile.mkstemp(prefix="checkpointed-spec-", suffix=".json")  # mode 600
+    with os.fdopen(handle, "wb") as out, open(shared, "rb") as source:
+        shutil.copyfileobj(source, out)
+    os.unlink(shared)
+    argv += ["--spec", spec]
 try:
     from spark_checkpoint_runtime.cli import main
 
@@ -73,15 +77,12 @@ def is_standalone_cluster(master: str, deploy_mode: str | None) -> bool:
     return master.startswith("spark://") and deploy_mode == "cluster"
 
 
-def build_launcher(destination: Path, py_files: list[str], storage_options: dict[str, Any] | None) -> Path:
-    """Write the launcher jar at ``destination`` (mode 600: it may hold storage credentials).
-
-    It holds ``__main__.py``, the runtime package, each of ``py_files`` (a package folder under its name, a
-    ``.py`` module at the top, a ``.zip`` or ``.egg`` unpacked at the top) and the storage options.
-    """
+def build_launcher(destination: Path, py_files: list[str]) -> Path:
+    """Write the launcher jar at ``destination``: ``__main__.py``, the runtime package and each of ``py_files``
+    (a package folder under its name, a ``.py`` module at the top, a ``.zip`` or ``.egg`` unpacked at the top).
+    No credentials: spark-submit serves a cluster-mode jar to every executor (``write_spec``)."""
     package = Path(spark_checkpoint_runtime.__file__).parent
-    handle = os.open(destination, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(handle, "wb") as raw, zipfile.ZipFile(raw, "w", zipfile.ZIP_DEFLATED) as jar:
+    with zipfile.ZipFile(destination, "w", zipfile.ZIP_DEFLATED) as jar:
         jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\n\r\n")
         jar.writestr("__main__.py", _LAUNCHER_MAIN)
         _add_folder(jar, package, spark_checkpoint_runtime.__name__)
@@ -96,9 +97,17 @@ def build_launcher(destination: Path, py_files: list[str], storage_options: dict
                             jar.writestr(name, shipped.read(name))
             else:
                 jar.write(path, path.name)
-        if storage_options:
-            jar.writestr(SPEC_ENTRY, json.dumps({"storage_options": storage_options}))
     return destination
+
+
+def write_spec(launcher: Path, storage_options: dict[str, Any]) -> Path:
+    """The storage options in a private file (mode 600) beside the launcher: the launcher moves it into the
+    driver's own temporary folder as it starts."""
+    spec = launcher.with_name(f"{launcher.stem}.spec.json")
+    handle = os.open(spec, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(handle, "w") as out:
+        json.dump({"storage_options": storage_options}, out)
+    return spec
 
 
 def _add_folder(jar: zipfile.ZipFile, folder: Path, top: str) -> None:
@@ -107,11 +116,11 @@ def _add_folder(jar: zipfile.ZipFile, folder: Path, top: str) -> None:
             jar.write(path, f"{top}/{path.relative_to(folder).as_posix()}")
 
 
-def application_args(launcher: Path, runtime_args: list[str]) -> list[str]:
+def application_args(launcher: Path, runtime_args: list[str], spec: Path | None = None) -> list[str]:
     """``PythonRunner``'s arguments: the file Python runs and the ``PYTHONPATH`` entries (both the launcher,
-    by the name the worker gives its copy in the driver's folder, the driver's working directory), then the
-    runtime's arguments."""
-    return [launcher.name, launcher.name, *runtime_args]
+    by the name the worker gives its copy in the driver's folder, the driver's working directory), the private
+    spec file if any, then the runtime's arguments."""
+    return [launcher.name, launcher.name, *([f"{SPEC_OPTION}{spec}"] if spec else []), *runtime_args]
 
 
 class StandaloneDriver:
@@ -131,8 +140,21 @@ class StandaloneDriver:
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as answer:
                 return json.loads(answer.read())
+        except urllib.error.HTTPError as exc:  # an answer all the same (Spark's error responses are JSON)
+            try:
+                return json.loads(exc.read())
+            except ValueError:
+                raise DriverStateUnknown(f"the master's REST server at {self.rest_url} answered {exc}") from exc
         except (OSError, ValueError) as exc:
             raise DriverStateUnknown(f"the master's REST server at {self.rest_url} did not answer: {exc}") from exc
+
+    def reachable(self) -> bool:
+        """Whether the master's REST server answers at all (for any driver id, known or not)."""
+        try:
+            self._call("GET", "status")
+        except DriverStateUnknown:
+            return False
+        return True
 
     def state(self) -> str:
         """The driver's state as the master has it (``RUNNING``, ``FINISHED``, ``FAILED``, ``KILLED``...)."""
@@ -162,10 +184,12 @@ class StandaloneDriver:
                 return state
             time.sleep(poll_seconds)
 
-    def kill_later(self, seconds: float) -> subprocess.Popen:
+    def kill_later(self, seconds: float, remove: list[Path] | None = None) -> subprocess.Popen:
         """Kill the driver ``seconds`` from now unless it has ended, from a process of its own that outlives this
-        one (Airflow SIGKILLs a task about 5 s after asking it to stop; a graceful stop takes longer)."""
+        one (Airflow SIGKILLs a task about 5 s after asking it to stop; a graceful stop takes longer); then
+        remove the files in ``remove`` (the launcher, which this task may no longer live to remove)."""
         command = [sys.executable, "-m", __name__, self.rest_url, self.driver_id, str(seconds)]
+        command += [str(path) for path in remove or []]
         return subprocess.Popen(
             command,
             start_new_session=True,
@@ -175,18 +199,25 @@ class StandaloneDriver:
         )
 
 
-def _kill_after(rest_url: str, driver_id: str, seconds: float) -> int:
+def _kill_after(rest_url: str, driver_id: str, seconds: float, remove: list[str]) -> int:
     driver = StandaloneDriver(rest_url, driver_id)
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    ended = False
+    while not ended and time.monotonic() < deadline:
         try:
-            if driver.state() in FINAL_STATES:
-                return 0
+            ended = driver.state() in FINAL_STATES
         except DriverStateUnknown:
             pass
-        time.sleep(1.0)
-    return 0 if driver.kill() else 1
+        if not ended:
+            time.sleep(1.0)
+    try:
+        code = 0 if ended or driver.kill() else 1
+    except DriverStateUnknown:
+        code = 1
+    for path in remove:
+        Path(path).unlink(missing_ok=True)
+    return code
 
 
 if __name__ == "__main__":  # the delayed kill of ``kill_later``
-    sys.exit(_kill_after(sys.argv[1], sys.argv[2], float(sys.argv[3])))
+    sys.exit(_kill_after(sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4:]))

@@ -24,10 +24,12 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException, Airfl
 import spark_checkpoint_runtime
 from airflow_checkpoint_provider.hooks.standalone_driver import (
     PYTHON_RUNNER,
+    DriverStateUnknown,
     StandaloneDriver,
     application_args,
     build_launcher,
     is_standalone_cluster,
+    write_spec,
 )
 
 
@@ -84,6 +86,8 @@ class StreamingJobHook(BaseHook):
         self.shared_folder = shared_folder
         self._submit_hook: SparkSubmitHook | None = None
         self.driver: StandaloneDriver | None = None  # in cluster deploy mode on a standalone master
+        self.cluster_files: list[Path] = []  # what that submission wrote: the launcher, the private spec
+        self._rest_url: str | None = None
 
     def check_spark_connection(self) -> None:
         """Fail fast, and clearly, when the Spark connection does not exist."""
@@ -138,11 +142,16 @@ class StreamingJobHook(BaseHook):
         """Run the job to its end: spark-submit to completion, or in cluster deploy mode on a standalone master
         the driver on the cluster; raise ``AirflowException`` if it fails."""
         if self.runs_on_standalone_cluster():
-            launcher = self.start_on_standalone_cluster(runtime_args, storage_options, workdir)
+            files = self.start_on_standalone_cluster(runtime_args, storage_options, workdir)
             try:
                 state = self.driver.wait()
+            except DriverStateUnknown as exc:
+                # The driver may run on: it is asked to end (the master may answer again) before the task fails.
+                self.driver.kill_later(0.0, files)
+                raise AirflowException(f"lost track of driver {self.driver.driver_id}: {exc}") from exc
             finally:
-                launcher.unlink(missing_ok=True)
+                for path in files:
+                    path.unlink(missing_ok=True)
             if state != "FINISHED":
                 raise AirflowException(
                     f"driver {self.driver.driver_id} ended {state} on the cluster; the worker's driver log has why"
@@ -167,33 +176,62 @@ class StreamingJobHook(BaseHook):
 
     def start_on_standalone_cluster(
         self, runtime_args: list[str], storage_options: dict[str, Any], folder: Path
-    ) -> Path:
+    ) -> list[Path]:
         """Submit the launcher jar with ``PythonRunner`` as its main class (``standalone_driver``); ``driver``
-        then follows it through the master's REST server. The launcher's path: the caller removes it once the
-        driver has ended (the worker copies it when it starts the driver)."""
+        then follows it through the master's REST server. The files written for it (the launcher, the private
+        spec): the caller removes them once the driver has ended (the worker copies the launcher as it starts
+        the driver, which moves the spec away)."""
+        if self.env_vars:  # SparkSubmitHook refuses them there: said before anything is submitted
+            raise AirflowFailException(
+                "env_vars cannot reach a driver on a standalone cluster (cluster deploy mode); pass them as Spark "
+                "confs (spark.driverEnv.NAME, spark.executorEnv.NAME)"
+            )
+        master = SparkSubmitHook(conn_id=self.conn_id)._connection["master"]
+        rest_url = self.rest_url(master)
+        if not StandaloneDriver(rest_url, "driver-probe").reachable():
+            raise AirflowFailException(
+                f"the Spark master's REST server does not answer at {rest_url}: cluster deploy mode on a standalone "
+                "master needs it to follow and kill the driver. Start the master with spark.master.rest.enabled=true "
+                "and give the Spark connection its port (extra rest-port)"
+            )
         handle, name = tempfile.mkstemp(prefix="checkpointed-job-", suffix=".jar", dir=self.launcher_folder(folder))
         os.close(handle)
-        launcher = build_launcher(Path(name), self.py_files, storage_options)
+        launcher = build_launcher(Path(name), self.py_files)
+        files = self.cluster_files = [launcher]
+        self._rest_url = rest_url
         try:
+            spec = write_spec(launcher, storage_options) if storage_options else None
+            files += [spec] if spec else []
             self._submit_hook = SparkSubmitHook(
                 conf=self.conf,
                 conn_id=self.conn_id,
                 java_class=PYTHON_RUNNER,
-                env_vars=self.env_vars or None,
                 name=self.name,
-                application_args=application_args(launcher, runtime_args),
+                application_args=application_args(launcher, runtime_args, spec),
             )
             self._submit_hook.submit(application=str(launcher))
-            driver_id = self._submit_hook._driver_id  # set from spark-submit's output by every provider version
-            master = self._submit_hook._connection["master"]
+            driver_id = self.submitted_driver_id()
             if not driver_id:
                 raise AirflowException(f"spark-submit printed no driver id for the submission to {master}")
         except BaseException:
-            launcher.unlink(missing_ok=True)
+            for path in files:
+                path.unlink(missing_ok=True)
             raise
-        self.driver = StandaloneDriver(self.rest_url(master), driver_id)
+        self.driver = StandaloneDriver(rest_url, driver_id)
         self.log.info("driver %s runs on the cluster %s", driver_id, master)
-        return launcher
+        return files
+
+    def submitted_driver_id(self) -> str | None:
+        """The driver id spark-submit printed so far (it prints it before it exits)."""
+        return getattr(self._submit_hook, "_driver_id", None) if self._submit_hook else None
+
+    def cluster_driver(self) -> StandaloneDriver | None:
+        """The driver on a standalone cluster once spark-submit has printed its id, even while spark-submit
+        still runs (None in client mode, or before the id)."""
+        driver_id = self.submitted_driver_id()
+        if self.driver is None and self._rest_url and driver_id:
+            return StandaloneDriver(self._rest_url, driver_id)
+        return self.driver
 
     def launcher_folder(self, workdir: Path) -> Path:
         """Where the launcher jar goes: every worker must read it (standalone masters ship nothing to the

@@ -23,7 +23,7 @@ from airflow_checkpoint_provider.durations import Duration, for_runtime, to_seco
 from airflow_checkpoint_provider.failures import definitive_arguments
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
 from airflow_checkpoint_provider.hooks.kill_watch import KILL_POLL_SECONDS, KillWatch, process_tree_killer
-from airflow_checkpoint_provider.hooks.standalone_driver import DRIVER_KILL_GRACE_SECONDS
+from airflow_checkpoint_provider.hooks.standalone_driver import DRIVER_KILL_GRACE_SECONDS, DriverStateUnknown
 from airflow_checkpoint_provider.hooks.streaming_job import StreamingJobHook
 from airflow_checkpoint_provider.links import CheckpointHistoryLink, SparkUILink
 from airflow_checkpoint_provider.redaction import public_url
@@ -309,8 +309,12 @@ class CheckpointedStreamingJobOperator(BaseOperator):
         spark_submit = process_tree_killer(lambda: hook.process.pid if hook.process is not None else None)
 
         def kill_job() -> str | None:
-            if hook.driver is not None:  # on the cluster (cluster deploy mode): through its master
-                return f"driver {hook.driver.driver_id}" if hook.driver.kill() else None
+            driver = hook.cluster_driver()
+            if driver is not None:  # on the cluster (cluster deploy mode): through its master
+                try:
+                    return f"driver {driver.driver_id}" if driver.kill() else None
+                except DriverStateUnknown:
+                    return None  # the master did not answer: asked again at the next look
             return spark_submit()
 
         watch = KillWatch(
@@ -339,7 +343,7 @@ class CheckpointedStreamingJobOperator(BaseOperator):
             )
         # Not the task's temporary folder: the worker copies the launcher when it starts the driver.
         folder = Path(tempfile.gettempdir())
-        launcher = hook.start_on_standalone_cluster(args, self.storage_hook.storage_options(), folder)
+        files = hook.start_on_standalone_cluster(args, self.storage_hook.storage_options(), folder)
         driver = hook.driver
         self.defer(
             trigger=ClusterDriverTrigger(
@@ -351,22 +355,26 @@ class CheckpointedStreamingJobOperator(BaseOperator):
                 stop_timeout=to_seconds(self.stop_timeout, name="stop_timeout"),
                 storage_conn_id=self.storage_conn_id,
                 poll_interval=self.driver_poll_interval,
-                launcher=str(launcher),
+                files=[str(path) for path in files],
             ),
             method_name="execute_complete",
         )
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         """The driver ended (``deferrable=True``): the run's outcome, as the blocking path has it."""
-        if event.get("launcher"):
-            Path(event["launcher"]).unlink(missing_ok=True)  # on another machine than the submission's: left
+        for path in event.get("files") or []:  # on another machine than the submission's: left there
+            Path(path).unlink(missing_ok=True)
         if event.get("status") == "error":
             raise AirflowException(f"job {self.job_name!r}: following its driver failed: {event.get('reason')}")
         self.checkpoint_root = CheckpointStorageHook(self.storage_conn_id).root(self.checkpoint_root)
         self._run_key = event["run_key"]
         control = self.storage_hook.control(self.checkpoint_root, self.job_name)
-        if event.get("killed"):
-            raise AirflowException(f"job {self.job_name!r} was killed: {event['killed']}")
+        # The request, not only the trigger's memory of serving it: a triggerer restart forgets that, and the
+        # killed driver's graceful stop writes a report of its own.
+        request = control.kill_request(self._run_key)
+        if event.get("killed") or request is not None:
+            reason = event.get("killed") or (request or {}).get("reason") or "a kill was requested"
+            raise AirflowException(f"job {self.job_name!r} was killed: {reason}")
         state = event["driver_state"]
         failure = None if state == "FINISHED" else AirflowException(f"driver {event['driver_id']} ended {state}")
         return self._outcome(context, control, failure, None)
@@ -447,10 +455,13 @@ class CheckpointedStreamingJobOperator(BaseOperator):
         """
         hook = self._job_hook
         started = time.monotonic()
-        if hook is not None and hook.driver is not None:
+        driver = hook.cluster_driver() if hook is not None else None
+        if driver is not None:
             # The driver runs on the cluster: a process of its own kills it through the master if the graceful
-            # stop asked below has not ended it within the stop timeout (this task is SIGKILLed long before).
-            hook.driver.kill_later(to_seconds(self.stop_timeout, name="stop_timeout") + DRIVER_KILL_GRACE_SECONDS)
+            # stop asked below has not ended it within the stop timeout (this task is SIGKILLed long before),
+            # and removes the launcher.
+            grace = to_seconds(self.stop_timeout, name="stop_timeout") + DRIVER_KILL_GRACE_SECONDS
+            driver.kill_later(grace, hook.cluster_files)
         elif hook is None or hook.process is None or hook.process.poll() is not None:
             return
         else:

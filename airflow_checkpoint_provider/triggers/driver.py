@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 from airflow_checkpoint_provider.durations import Duration
@@ -38,7 +39,8 @@ class ClusterDriverTrigger(StoragePollingTrigger):
         is asked to kill the driver.
     :param storage_conn_id: a ``checkpoint_storage`` or standard cloud connection, if needed.
     :param poll_interval: time between looks (seconds, a ``timedelta`` or e.g. ``"10s"``).
-    :param launcher: the submitted launcher jar, handed back in the event for the task to remove.
+    :param files: what the submission wrote (the launcher jar, the private spec), handed back in the event for
+        the task to remove.
     """
 
     interval_kwarg = "poll_interval"
@@ -55,7 +57,7 @@ class ClusterDriverTrigger(StoragePollingTrigger):
         stop_timeout: float,
         storage_conn_id: str | None = None,
         poll_interval: Duration = 10.0,
-        launcher: str | None = None,
+        files: list[str] | None = None,
     ):
         super().__init__(
             job_name=job_name, checkpoint_root=checkpoint_root, storage_conn_id=storage_conn_id, interval=poll_interval
@@ -64,7 +66,7 @@ class ClusterDriverTrigger(StoragePollingTrigger):
         self.driver_id = driver_id
         self.run_key = run_key
         self.stop_timeout = float(stop_timeout)
-        self.launcher = launcher
+        self.files = list(files or [])
         self.misses = 0
         self._newest: int | None = None
         self._killed: str | None = None
@@ -75,7 +77,7 @@ class ClusterDriverTrigger(StoragePollingTrigger):
             "driver_id": self.driver_id,
             "run_key": self.run_key,
             "stop_timeout": self.stop_timeout,
-            "launcher": self.launcher,
+            "files": self.files,
         }
 
     def poll_once(self, storage: JobFolder) -> list[dict[str, Any]]:
@@ -85,24 +87,25 @@ class ClusterDriverTrigger(StoragePollingTrigger):
         except DriverStateUnknown:
             self.misses += 1
             if self.misses > TOLERATED_MISSES:
+                # The task fails and may retry: the driver, which may run on, is asked to end first.
+                self._stop_driver(storage, 0.0)
                 raise
             self.log.warning("the master did not answer for driver %s (%d in a row)", self.driver_id, self.misses)
             return []
-        newest = storage.checkpoints.newest_metadata_id()
-        if newest != self._newest:
-            self._newest = newest
-            self.log.info("driver %s is %s; the job's newest checkpoint is chk-%s", self.driver_id, state, newest)
         control = ControlChannel(storage)
         if state not in FINAL_STATES:
-            # A kill request (StopStreamingJobOperator, for a driver that no longer answers): the master kills it.
-            request = control.kill_request(self.run_key)
-            if request is not None and self._killed is None and StandaloneDriver(self.rest_url, self.driver_id).kill():
-                self._killed = str(request.get("reason") or "a kill was requested")
-                self.log.error("killed driver %s: %s", self.driver_id, self._killed)
-                if control.run_report(self.run_key) is None:
-                    control.write_run_report(
-                        self.run_key, {"status": "killed", "error": f"killed by request: {self._killed}"}
-                    )
+            try:
+                newest = storage.checkpoints.newest_metadata_id()
+                # A kill request (StopStreamingJobOperator, for a driver that does not answer): the master kills it.
+                request = control.kill_request(self.run_key)
+            except Exception:  # a storage hiccup: look again next time; the driver is what this wait follows
+                self.log.warning("could not read job %r's storage", self.job_name, exc_info=True)
+                return []
+            if newest != self._newest:
+                self._newest = newest
+                self.log.info("driver %s is %s; the job's newest checkpoint is chk-%s", self.driver_id, state, newest)
+            if request is not None and self._killed is None:
+                self._kill(control, str(request.get("reason") or "a kill was requested"))
             return []
         return [
             {
@@ -111,17 +114,34 @@ class ClusterDriverTrigger(StoragePollingTrigger):
                 "driver_id": self.driver_id,
                 "run_key": self.run_key,
                 "killed": self._killed,
-                "launcher": self.launcher,
+                "files": self.files,
             }
         ]
+
+    def _kill(self, control: ControlChannel, reason: str) -> None:
+        try:
+            if not StandaloneDriver(self.rest_url, self.driver_id).kill():
+                return
+            self._killed = reason
+            self.log.error("killed driver %s: %s", self.driver_id, reason)
+            if control.run_report(self.run_key) is None:
+                control.write_run_report(self.run_key, {"status": "killed", "error": f"killed by request: {reason}"})
+        except Exception:  # the master or the storage did not answer: the next look asks again
+            self.log.warning("could not kill driver %s yet", self.driver_id, exc_info=True)
+
+    def _stop_driver(self, storage: JobFolder, seconds: float) -> None:
+        """Ask the job to stop gracefully, and the master to kill the driver if it still runs ``seconds`` later."""
+        StandaloneDriver(self.rest_url, self.driver_id).kill_later(seconds, [Path(path) for path in self.files])
+        try:
+            stop = key_from(f"stop-{self.run_key}")  # the id the operator's own on_kill asks with: one request
+            ControlChannel(storage).request(stop, "stop", self.run_key)
+        except Exception:
+            self.log.warning("could not ask job %r to stop", self.job_name, exc_info=True)
 
     async def on_kill(self) -> None:
         """The deferred task was marked failed or succeeded, or cleared: ask the job to stop gracefully, and
         the master to kill the driver if it still runs past the stop timeout. Airflow calls this on a person's
         action only, not when the trigger moves to another triggerer."""
-        driver = StandaloneDriver(self.rest_url, self.driver_id)
-        await asyncio.to_thread(driver.kill_later, self.stop_timeout + DRIVER_KILL_GRACE_SECONDS)
         storage = await CheckpointStorageHook.astorage(self.storage_conn_id, self.checkpoint_root, self.job_name)
-        stop = key_from(f"stop-{self.run_key}")  # the id the operator's own on_kill asks with: one request
-        await asyncio.to_thread(ControlChannel(storage).request, stop, "stop", self.run_key)
+        await asyncio.to_thread(self._stop_driver, storage, self.stop_timeout + DRIVER_KILL_GRACE_SECONDS)
         self.log.info("asked job %r (driver %s) to stop", self.job_name, self.driver_id)

@@ -16,40 +16,49 @@ from pathlib import Path
 import pytest
 
 from airflow_checkpoint_provider.hooks.standalone_driver import (
-    SPEC_ENTRY,
     DriverStateUnknown,
     StandaloneDriver,
     application_args,
     build_launcher,
     is_standalone_cluster,
+    write_spec,
 )
 
 REPO = Path(__file__).resolve().parents[3]
 
 
-def test_the_launcher_holds_the_runtime_the_dags_files_and_the_storage_options(tmp_path: Path):
+def test_the_launcher_holds_the_runtime_and_the_dags_files_and_no_credentials(tmp_path: Path):
     module = tmp_path / "helpers.py"
     module.write_text("VALUE = 1\n")
     with zipfile.ZipFile(tmp_path / "shipped.zip", "w") as shipped:
         shipped.writestr("zipped_pkg/__init__.py", "")
-    jar = build_launcher(
-        tmp_path / "job.jar", [str(REPO / "examples"), str(module), str(tmp_path / "shipped.zip")], {"key": "s3cr3t"}
-    )
-    assert stat.S_IMODE(jar.stat().st_mode) == 0o600, "it may hold credentials"
+    jar = build_launcher(tmp_path / "job.jar", [str(REPO / "examples"), str(module), str(tmp_path / "shipped.zip")])
     names = set(zipfile.ZipFile(jar).namelist())
-    assert {"__main__.py", "META-INF/MANIFEST.MF", "spark_checkpoint_runtime/cli.py", SPEC_ENTRY} <= names
+    assert {"__main__.py", "META-INF/MANIFEST.MF", "spark_checkpoint_runtime/cli.py"} <= names
     assert {"examples/pipelines.py", "helpers.py", "zipped_pkg/__init__.py"} <= names
-    assert not [n for n in names if "__pycache__" in n]
-    assert json.loads(zipfile.ZipFile(jar).read(SPEC_ENTRY)) == {"storage_options": {"key": "s3cr3t"}}
-    assert application_args(jar, ["--job-name", "j"]) == ["job.jar", "job.jar", "--job-name", "j"]
+    assert not [n for n in names if "__pycache__" in n or n.endswith(".json")]
+    # spark-submit serves a cluster-mode jar to every executor: the credentials go beside it, private.
+    spec = write_spec(jar, {"key": "s3cr3t"})
+    assert stat.S_IMODE(spec.stat().st_mode) == 0o600 and spec.parent == jar.parent
+    assert b"s3cr3t" not in jar.read_bytes()
+    assert json.loads(spec.read_text()) == {"storage_options": {"key": "s3cr3t"}}
+    assert application_args(jar, ["--job-name", "j"], spec) == [
+        "job.jar",
+        "job.jar",
+        f"--launcher-spec={spec}",
+        "--job-name",
+        "j",
+    ]
 
 
-def test_python_runs_the_launcher_as_the_runtime_and_removes_the_spec_it_wrote(tmp_path: Path):
-    jar = build_launcher(tmp_path / "job.jar", [], {"auto_mkdir": True})
+def test_python_runs_the_launcher_as_the_runtime_and_moves_the_spec_out_of_the_shared_folder(tmp_path: Path):
+    jar = build_launcher(tmp_path / "job.jar", [])
+    spec = write_spec(jar, {"auto_mkdir": True})
     scratch = tmp_path / "tmp"
     scratch.mkdir()
+    command = [sys.executable, str(jar), f"--launcher-spec={spec}", "list", "--job-name", "orders"]
     ran = subprocess.run(
-        [sys.executable, str(jar), "list", "--job-name", "orders", "--checkpoint-root", str(tmp_path / "root")],
+        [*command, "--checkpoint-root", str(tmp_path / "root")],
         capture_output=True,
         text=True,
         cwd=tmp_path,
@@ -58,7 +67,8 @@ def test_python_runs_the_launcher_as_the_runtime_and_removes_the_spec_it_wrote(t
     )
     assert ran.returncode == 0, ran.stderr[-2000:]
     assert "job 'orders': 0 checkpoint(s)" in ran.stdout, ran.stdout
-    assert not list(scratch.iterdir()), "the private spec file is gone after the run"
+    assert not spec.exists(), "moved out of the folder the workers share as the driver starts"
+    assert not list(scratch.iterdir()), "and its private copy is gone after the run"
 
 
 def test_only_a_spark_master_in_cluster_mode_runs_the_driver_on_a_worker():
