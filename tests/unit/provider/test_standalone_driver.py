@@ -87,3 +87,18 @@ def test_a_master_that_does_not_answer_is_said_as_such():
         driver.state()
     with pytest.raises(DriverStateUnknown):
         driver.wait(poll_seconds=0.01, tolerated_misses=2)
+
+
+def test_the_delayed_kill_removes_the_launcher_even_when_the_master_does_not_answer(tmp_path: Path):
+    """``kill_later``'s process outlives the task (Airflow SIGKILLs it about 5 s after SIGTERM): it removes the
+    launcher whatever the master says, and says when its kill did not get through."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    launcher, spec = tmp_path / "job.jar", tmp_path / "job.spec.json"
+    launcher.write_bytes(b"jar")
+    spec.write_text("{}")
+    driver = StandaloneDriver(f"http://127.0.0.1:{port}", "driver-1", timeout=2)
+    killer = driver.kill_later(0.0, [launcher, spec])
+    assert killer.wait(timeout=60) == 1, "no master answered: the kill did not get through"
+    assert not launcher.exists() and not spec.exists()
