@@ -15,11 +15,25 @@ from collections.abc import Callable
 
 import psutil
 
-from spark_checkpoint_runtime.layout import ControlChannel, now_ms
+from spark_checkpoint_runtime.layout import ControlChannel, key_from, now_ms
 
 log = logging.getLogger(__name__)
 
 KILL_POLL_SECONDS = 60.0  # 1,440 small reads a day beside a running job
+
+
+def stop_request_id(run: str) -> str:
+    """The id of the stop request for ``run`` (its run key): one id whoever asks (a person's stop, the task's
+    ``on_kill``, the trigger's), so the job answers one request."""
+    return key_from(f"stop-{run}")
+
+
+def record_kill(control: ControlChannel, run_key: str, reason: str) -> None:
+    """Write the killed run's report, unless it wrote one itself, so that whoever asked sees the kill done."""
+    if control.run_report(run_key) is None:
+        control.write_run_report(
+            run_key, {"status": "killed", "error": f"killed by request: {reason}", "killed_ms": now_ms()}
+        )
 
 
 def kill_process_tree(pid: int) -> list[int]:
@@ -56,8 +70,8 @@ class KillWatch:
     :param control: the job's control channel.
     :param run_key: the run key this task submitted the job with.
     :param kill_job: kills the job and says what it killed; None while there is nothing to kill yet
-        (``process_tree_killer`` for a driver under spark-submit; a driver on the cluster is killed through
-        its master).
+        (``StreamingJobHook.kill_submission``: spark-submit's process tree, or a driver on the cluster
+        through its cluster manager).
     :param interval: seconds between two reads of the kill request.
     """
 
@@ -94,9 +108,5 @@ class KillWatch:
                 continue
             self.reason = str(request.get("reason") or "a kill was requested")
             log.error("killed the job (%s): %s", killed, self.reason)
-            if self.control.run_report(self.run_key) is None:
-                self.control.write_run_report(
-                    self.run_key,
-                    {"status": "killed", "error": f"killed by request: {self.reason}", "killed_ms": now_ms()},
-                )
+            record_kill(self.control, self.run_key, self.reason)
             return

@@ -17,7 +17,6 @@ state (``/v1/submissions/status/<id>``) and kills it (``/v1/submissions/kill/<id
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import spark_checkpoint_runtime
+from airflow_checkpoint_provider.hooks.storage_options import write_private_spec
 
 PYTHON_RUNNER = "org.apache.spark.deploy.PythonRunner"
 SPEC_OPTION = "--launcher-spec="
@@ -103,11 +103,7 @@ def build_launcher(destination: Path, py_files: list[str]) -> Path:
 def write_spec(launcher: Path, storage_options: dict[str, Any]) -> Path:
     """The storage options in a private file (mode 600) beside the launcher: the launcher moves it into the
     driver's own temporary folder as it starts."""
-    spec = launcher.with_name(f"{launcher.stem}.spec.json")
-    handle = os.open(spec, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(handle, "w") as out:
-        json.dump({"storage_options": storage_options}, out)
-    return spec
+    return write_private_spec(launcher.with_name(f"{launcher.stem}.spec.json"), storage_options)
 
 
 def _add_folder(jar: zipfile.ZipFile, folder: Path, top: str) -> None:
@@ -197,6 +193,15 @@ class StandaloneDriver:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
+
+
+def kill_driver(driver: StandaloneDriver) -> str | None:
+    """Ask the master to kill ``driver``: what was killed, or None when the master refused or did not answer
+    (a kill watch asks again at its next look)."""
+    try:
+        return f"driver {driver.driver_id}" if driver.kill() else None
+    except DriverStateUnknown:
+        return None
 
 
 def _kill_after(rest_url: str, driver_id: str, seconds: float, remove: list[str]) -> int:

@@ -10,6 +10,8 @@ with what to do instead, never silently ignored: the job would otherwise run wit
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
@@ -24,6 +26,15 @@ _AZURE_UNSUPPORTED = (
     "managed_identity_client_id",
     "workload_identity_tenant_id",
 )
+
+
+def write_private_spec(path: Path, storage_options: dict[str, Any]) -> Path:
+    """The runtime's spec file holding the storage options, readable by this user alone (mode 600): they never
+    go on a command line, which spark-submit and the cluster's masters log and show."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as handle:
+        json.dump({"storage_options": storage_options}, handle)
+    return path
 
 
 def _refuse(connection: Any, extra: dict[str, Any], fields: tuple[str, ...], kind: str) -> None:

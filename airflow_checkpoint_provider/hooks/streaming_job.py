@@ -2,26 +2,30 @@
 
 The runtime package ships with every submission (zipped into ``--py-files``), so the Spark side needs
 nothing of ours installed. Storage options (credentials) travel in a private spec file, never on the
-command line that SparkSubmitHook logs. In cluster deploy mode on a standalone master, which spark-submit
-refuses for Python, the job goes as a launcher jar instead (``standalone_driver``).
+command line that SparkSubmitHook logs. In cluster deploy mode on YARN or Kubernetes the spec file travels
+in a one-file archive (``--archives``), which both unpack into the driver's working directory. On a standalone
+master, which spark-submit refuses for Python in cluster deploy mode, the job goes as a launcher jar instead
+(``standalone_driver``).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import subprocess
 import tempfile
 import zipfile
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-from airflow.sdk import BaseHook
+from airflow.sdk import BaseHook, Connection
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowNotFoundException
 
 import spark_checkpoint_runtime
+from airflow_checkpoint_provider.hooks.kill_watch import process_tree_killer
 from airflow_checkpoint_provider.hooks.standalone_driver import (
     PYTHON_RUNNER,
     DriverStateUnknown,
@@ -29,8 +33,40 @@ from airflow_checkpoint_provider.hooks.standalone_driver import (
     application_args,
     build_launcher,
     is_standalone_cluster,
+    kill_driver,
     write_spec,
 )
+from airflow_checkpoint_provider.hooks.storage_options import write_private_spec
+
+#: The private spec file's name, and in cluster deploy mode on YARN or Kubernetes the folder its archive
+#: unpacks into, in the driver's working directory (``--archives FILE#NAME``).
+SPEC_FILE = "storage-spec.json"
+SPEC_ARCHIVE = "checkpoint-spec"
+
+
+@dataclass(frozen=True)
+class SparkTarget:
+    """Where spark-submit sends a job, as the Spark connection says.
+
+    :param master: the master URL as spark-submit gets it (``local[*]``, ``spark://...``, ``yarn``, ``k8s://...``).
+    :param deploy_mode: ``cluster``, ``client`` or None (client).
+    :param rest_url: the standalone master's REST server (its ``rest-scheme`` and ``rest-port`` extras, default
+        ``http`` and 6066, Spark's own port), which answers and kills drivers in cluster deploy mode.
+    """
+
+    master: str
+    deploy_mode: str | None
+    rest_url: str
+
+    @property
+    def driver_on_cluster(self) -> bool:
+        """Whether the driver runs on the cluster, not beside the task (cluster deploy mode)."""
+        return self.deploy_mode == "cluster"
+
+    @property
+    def standalone_cluster(self) -> bool:
+        """Whether the driver runs on a standalone worker (the launcher jar, ``standalone_driver``)."""
+        return is_standalone_cluster(self.master, self.deploy_mode)
 
 
 def runtime_entry_point() -> str:
@@ -87,12 +123,11 @@ class StreamingJobHook(BaseHook):
         self._submit_hook: SparkSubmitHook | None = None
         self.driver: StandaloneDriver | None = None  # in cluster deploy mode on a standalone master
         self.cluster_files: list[Path] = []  # what that submission wrote: the launcher, the private spec
-        self._rest_url: str | None = None
 
-    def check_spark_connection(self) -> None:
-        """Fail fast, and clearly, when the Spark connection does not exist."""
+    def check_spark_connection(self) -> Connection:
+        """The Spark connection; fail fast, and clearly, when it does not exist."""
         try:
-            self.get_connection(self.conn_id)
+            return self.get_connection(self.conn_id)
         except AirflowNotFoundException:
             raise AirflowFailException(
                 f"Spark connection {self.conn_id!r} is not defined. Create it (for local Spark: "
@@ -108,9 +143,7 @@ class StreamingJobHook(BaseHook):
         """
         if str(self.conf.get("spark.ui.enabled", "true")).lower() == "false":
             return None
-        self.check_spark_connection()
-        extra = self.get_connection(self.conn_id).extra_dejson or {}
-        if extra.get("deploy-mode") == "cluster":
+        if self.target.driver_on_cluster:
             return None
         if not self.conf.get("spark.ui.port"):
             with socket.socket() as probe:
@@ -132,11 +165,18 @@ class StreamingJobHook(BaseHook):
                 files.append(entry)
         return files
 
+    @cached_property
+    def target(self) -> SparkTarget:
+        """Where the job goes, resolved once per task (each lookup may be a secrets backend's)."""
+        extra = self.check_spark_connection().extra_dejson or {}
+        resolved = SparkSubmitHook(conn_id=self.conn_id)._connection  # the master as spark-submit gets it
+        host = resolved["master"].removeprefix("spark://").split(",")[0].rsplit(":", 1)[0]
+        rest_url = f"{extra.get('rest-scheme', 'http')}://{host}:{int(extra.get('rest-port', 6066))}"
+        return SparkTarget(resolved["master"], resolved.get("deploy_mode"), rest_url)
+
     def runs_on_standalone_cluster(self) -> bool:
         """Whether the Spark connection runs the driver on a standalone cluster (cluster deploy mode)."""
-        self.check_spark_connection()
-        connection = SparkSubmitHook(conn_id=self.conn_id)._connection  # the master as spark-submit gets it
-        return is_standalone_cluster(connection["master"], connection.get("deploy_mode"))
+        return self.target.standalone_cluster
 
     def submit(self, runtime_args: list[str], storage_options: dict[str, Any], workdir: Path) -> None:
         """Run the job to its end: spark-submit to completion, or in cluster deploy mode on a standalone master
@@ -157,22 +197,52 @@ class StreamingJobHook(BaseHook):
                     f"driver {self.driver.driver_id} ended {state} on the cluster; the worker's driver log has why"
                 )
             return
-        args = list(runtime_args)
+        self._submit_hook = self.spark_submission(runtime_args, storage_options, workdir)
+        self._submit_hook.submit(application=runtime_entry_point())
+
+    def spark_submission(
+        self, runtime_args: list[str], storage_options: dict[str, Any], workdir: Path
+    ) -> SparkSubmitHook:
+        """spark-submit of the runtime (``runtime_entry_point``) for a driver beside the task, or on YARN or
+        Kubernetes (cluster deploy mode), with the files it needs written into ``workdir``."""
+        args, archives = list(runtime_args), None
         if storage_options:
-            spec = workdir / "storage-spec.json"
-            descriptor = os.open(spec, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(descriptor, "w") as handle:
-                json.dump({"storage_options": storage_options}, handle)
-            args += ["--spec", str(spec)]
-        self._submit_hook = SparkSubmitHook(
+            spec = write_private_spec(workdir / SPEC_FILE, storage_options)
+            if self.target.driver_on_cluster:
+                # YARN and Kubernetes unpack --archives into the driver's working directory (a path on this
+                # machine would mean nothing there); --files would land elsewhere on Kubernetes' driver.
+                archive = workdir / f"{SPEC_ARCHIVE}.zip"
+                with zipfile.ZipFile(archive, "w") as packed:
+                    packed.write(spec, SPEC_FILE)
+                archives = f"{archive}#{SPEC_ARCHIVE}"
+                args += ["--spec", f"{SPEC_ARCHIVE}/{SPEC_FILE}"]
+            else:
+                args += ["--spec", str(spec)]
+        return SparkSubmitHook(
             conf=self.conf,
             conn_id=self.conn_id,
             py_files=",".join(self.ship_files(workdir)),
+            archives=archives,
             env_vars=self.env_vars or None,
             name=self.name,
             application_args=args,
         )
-        self._submit_hook.submit(application=runtime_entry_point())
+
+    def kill_submission(self) -> str | None:
+        """Kill what this task submitted, wherever the driver runs, and say what was killed (None: nothing ran).
+
+        spark-submit's process tree for a driver beside the task; a driver on YARN or Kubernetes (cluster deploy
+        mode) through SparkSubmitHook's own kill (``yarn application -kill``, the driver pod's deletion); a
+        driver on a standalone master through its REST server.
+        """
+        driver = self.cluster_driver()
+        if driver is not None:
+            return kill_driver(driver)
+        killed = process_tree_killer(lambda: self.process.pid if self.process is not None else None)()
+        if self.target.driver_on_cluster and self._submit_hook is not None:
+            self._submit_hook.on_kill()  # its ids: the YARN application's, the driver pod's
+            return f"the submission of {self.name} on {self.target.master}"
+        return killed
 
     def start_on_standalone_cluster(
         self, runtime_args: list[str], storage_options: dict[str, Any], folder: Path
@@ -186,8 +256,7 @@ class StreamingJobHook(BaseHook):
                 "env_vars cannot reach a driver on a standalone cluster (cluster deploy mode); pass them as Spark "
                 "confs (spark.driverEnv.NAME, spark.executorEnv.NAME)"
             )
-        master = SparkSubmitHook(conn_id=self.conn_id)._connection["master"]
-        rest_url = self.rest_url(master)
+        master, rest_url = self.target.master, self.target.rest_url
         if not StandaloneDriver(rest_url, "driver-probe").reachable():
             raise AirflowFailException(
                 f"the Spark master's REST server does not answer at {rest_url}: cluster deploy mode on a standalone "
@@ -198,7 +267,6 @@ class StreamingJobHook(BaseHook):
         os.close(handle)
         launcher = build_launcher(Path(name), self.py_files)
         files = self.cluster_files = [launcher]
-        self._rest_url = rest_url
         try:
             spec = write_spec(launcher, storage_options) if storage_options else None
             files += [spec] if spec else []
@@ -229,8 +297,8 @@ class StreamingJobHook(BaseHook):
         """The driver on a standalone cluster once spark-submit has printed its id, even while spark-submit
         still runs (None in client mode, or before the id)."""
         driver_id = self.submitted_driver_id()
-        if self.driver is None and self._rest_url and driver_id:
-            return StandaloneDriver(self._rest_url, driver_id)
+        if self.driver is None and driver_id and self.target.standalone_cluster:
+            return StandaloneDriver(self.target.rest_url, driver_id)
         return self.driver
 
     def launcher_folder(self, workdir: Path) -> Path:
@@ -243,13 +311,6 @@ class StreamingJobHook(BaseHook):
         folder = Path(shared.removeprefix("file://"))
         folder.mkdir(parents=True, exist_ok=True)
         return folder
-
-    def rest_url(self, master: str) -> str:
-        """The master's REST server: the master's host, the connection's ``rest-scheme`` and ``rest-port``
-        extras (default ``http`` and 6066, Spark's own default port)."""
-        extra = self.get_connection(self.conn_id).extra_dejson or {}
-        host = master.removeprefix("spark://").split(",")[0].rsplit(":", 1)[0]
-        return f"{extra.get('rest-scheme', 'http')}://{host}:{int(extra.get('rest-port', 6066))}"
 
     @property
     def process(self) -> subprocess.Popen | None:

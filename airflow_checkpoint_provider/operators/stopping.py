@@ -13,11 +13,11 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow_checkpoint_provider.durations import Duration, to_seconds
 from airflow_checkpoint_provider.failures import definitive_arguments
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
-from airflow_checkpoint_provider.hooks.kill_watch import KILL_POLL_SECONDS
+from airflow_checkpoint_provider.hooks.kill_watch import KILL_POLL_SECONDS, stop_request_id
 from airflow_checkpoint_provider.sensors.checkpoint import parse_instant_ms
 from airflow_checkpoint_provider.triggers.health import how_run_ended
 from spark_checkpoint_runtime.durations import format_duration
-from spark_checkpoint_runtime.layout import ControlChannel, LeaseFiles, key_from
+from spark_checkpoint_runtime.layout import ControlChannel, LeaseFiles
 
 
 class StopStreamingJobOperator(BaseOperator):
@@ -117,7 +117,7 @@ class StopStreamingJobOperator(BaseOperator):
             return {**result, "outcome": "stopped"}
         where = f"run {run_id} (lease epoch {epoch}, host {holder.get('host', '?')}, pid {holder.get('pid', '?')})"
         self.log.info("asking %s of job %r to stop: %s", where, self.job_name, self.reason)
-        control.request(key_from(f"stop-{run_key or run_id}"), "stop", run_key)
+        control.request(stop_request_id(run_key or run_id), "stop", run_key)
         if self._wait(ended, stop_timeout, poll_interval):
             self.log.info("%s stopped", where)
             return {**result, "outcome": "stopped"}

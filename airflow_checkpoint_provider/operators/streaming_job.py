@@ -22,13 +22,13 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow_checkpoint_provider.durations import Duration, for_runtime, to_seconds
 from airflow_checkpoint_provider.failures import definitive_arguments
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
-from airflow_checkpoint_provider.hooks.kill_watch import KILL_POLL_SECONDS, KillWatch, process_tree_killer
-from airflow_checkpoint_provider.hooks.standalone_driver import DRIVER_KILL_GRACE_SECONDS, DriverStateUnknown
+from airflow_checkpoint_provider.hooks.kill_watch import KILL_POLL_SECONDS, KillWatch, stop_request_id
+from airflow_checkpoint_provider.hooks.standalone_driver import DRIVER_KILL_GRACE_SECONDS
 from airflow_checkpoint_provider.hooks.streaming_job import StreamingJobHook
 from airflow_checkpoint_provider.links import CheckpointHistoryLink, SparkUILink
+from airflow_checkpoint_provider.operators.deferred_driver import DeferredDriverMixin
 from airflow_checkpoint_provider.redaction import public_url
 from airflow_checkpoint_provider.sensors.checkpoint import push_checkpoint_keys
-from airflow_checkpoint_provider.triggers.driver import ClusterDriverTrigger
 from airflow_checkpoint_provider.ui.roots import job_page_url
 from spark_checkpoint_runtime.errors import EXIT_BAD_INPUT, EXIT_CANNOT_RESTORE
 from spark_checkpoint_runtime.layout import CheckpointFormatError, ControlChannel, key_from
@@ -94,7 +94,7 @@ def run_key_of(context: Context) -> str:
 ON_KILL_SECONDS = 3.0
 
 
-class CheckpointedStreamingJobOperator(BaseOperator):
+class CheckpointedStreamingJobOperator(DeferredDriverMixin, BaseOperator):
     """Run a Spark Structured Streaming job with Flink-style checkpoints (the runtime, via spark-submit).
 
     Keyword arguments mirror the runtime's options in snake_case (see docs/runtime.md for each one's meaning
@@ -147,7 +147,9 @@ class CheckpointedStreamingJobOperator(BaseOperator):
     :param deferrable: with the driver on a standalone cluster (the Spark connection's ``deploy-mode`` extra
         ``cluster``, a ``spark://`` master), submit it and free this worker slot while it runs: the triggerer
         follows the driver (``ClusterDriverTrigger``) and the task resumes when it ends, with the same result,
-        failure and retry as the blocking operator. A kill request is then served by the triggerer.
+        failure and retry as the blocking operator. A kill request is then served by the triggerer, which also
+        kills a running driver whose heartbeat has not changed for the job's lease timeout (hung, frozen, cut
+        off from its storage): the task fails, and its retry restores.
     :param driver_poll_interval: deferrable: time between two looks at the driver's state (default 10 s).
     """
 
@@ -306,22 +308,11 @@ class CheckpointedStreamingJobOperator(BaseOperator):
         if spark_ui:
             SparkUILink().persist(context, spark_ui)
         hook = self._job_hook
-        spark_submit = process_tree_killer(lambda: hook.process.pid if hook.process is not None else None)
-
-        def kill_job() -> str | None:
-            driver = hook.cluster_driver()
-            if driver is not None:  # on the cluster (cluster deploy mode): through its master
-                try:
-                    return f"driver {driver.driver_id}" if driver.kill() else None
-                except DriverStateUnknown:
-                    return None  # the master did not answer: asked again at the next look
-            return spark_submit()
-
         watch = KillWatch(
-            control, self._run_key, kill_job, to_seconds(self.kill_poll_interval, name="kill_poll_interval")
+            control, self._run_key, hook.kill_submission, to_seconds(self.kill_poll_interval, name="kill_poll_interval")
         )
         if self.deferrable:
-            self._defer_to_the_driver(hook, args)
+            self._defer_to_the_driver(hook, args, heartbeat_timeout=options_from_mapping(values).lease_timeout)
         failure: AirflowException | None = None
         with tempfile.TemporaryDirectory(prefix="checkpointed-job-") as workdir, watch:
             try:
@@ -332,52 +323,6 @@ class CheckpointedStreamingJobOperator(BaseOperator):
             raise AirflowException(f"job {self.job_name!r} was killed: {watch.reason}") from failure
         returncode = hook.process.returncode if hook.process is not None and hook.driver is None else None
         return self._outcome(context, control, failure, returncode)
-
-    def _defer_to_the_driver(self, hook: StreamingJobHook, args: list[str]) -> None:
-        """Submit the driver to the cluster, then free this worker slot while it runs (``ClusterDriverTrigger``)."""
-        if not hook.runs_on_standalone_cluster():
-            raise AirflowFailException(
-                f"{self.task_id}: deferrable=True needs the driver to run on the cluster: a Spark connection with "
-                "the extra deploy-mode cluster on a standalone master (spark://...). Otherwise the driver runs in "
-                "this task, which cannot be freed"
-            )
-        # Not the task's temporary folder: the worker copies the launcher when it starts the driver.
-        folder = Path(tempfile.gettempdir())
-        files = hook.start_on_standalone_cluster(args, self.storage_hook.storage_options(), folder)
-        driver = hook.driver
-        self.defer(
-            trigger=ClusterDriverTrigger(
-                job_name=self.job_name,
-                checkpoint_root=self.checkpoint_root,
-                rest_url=driver.rest_url,
-                driver_id=driver.driver_id,
-                run_key=self._run_key,
-                stop_timeout=to_seconds(self.stop_timeout, name="stop_timeout"),
-                storage_conn_id=self.storage_conn_id,
-                poll_interval=self.driver_poll_interval,
-                files=[str(path) for path in files],
-            ),
-            method_name="execute_complete",
-        )
-
-    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
-        """The driver ended (``deferrable=True``): the run's outcome, as the blocking path has it."""
-        for path in event.get("files") or []:  # on another machine than the submission's: left there
-            Path(path).unlink(missing_ok=True)
-        if event.get("status") == "error":
-            raise AirflowException(f"job {self.job_name!r}: following its driver failed: {event.get('reason')}")
-        self.checkpoint_root = CheckpointStorageHook(self.storage_conn_id).root(self.checkpoint_root)
-        self._run_key = event["run_key"]
-        control = self.storage_hook.control(self.checkpoint_root, self.job_name)
-        # The request, not only the trigger's memory of serving it: a triggerer restart forgets that, and the
-        # killed driver's graceful stop writes a report of its own.
-        request = control.kill_request(self._run_key)
-        if event.get("killed") or request is not None:
-            reason = event.get("killed") or (request or {}).get("reason") or "a kill was requested"
-            raise AirflowException(f"job {self.job_name!r} was killed: {reason}")
-        state = event["driver_state"]
-        failure = None if state == "FINISHED" else AirflowException(f"driver {event['driver_id']} ended {state}")
-        return self._outcome(context, control, failure, None)
 
     def _outcome(
         self, context: Context, control: ControlChannel, failure: AirflowException | None, returncode: int | None
@@ -480,9 +425,8 @@ class CheckpointedStreamingJobOperator(BaseOperator):
 
     def _request_stop(self) -> None:
         try:
-            self.storage_hook.control(self.checkpoint_root, self.job_name).request(
-                key_from(f"stop-{self._run_key}"), "stop", self._run_key
-            )
+            control = self.storage_hook.control(self.checkpoint_root, self.job_name)
+            control.request(stop_request_id(self._run_key), "stop", self._run_key)
         except Exception:
             self.log.exception("could not write the stop request; SIGTERM alone stops the job")
 

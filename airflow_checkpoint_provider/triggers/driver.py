@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import math
+import time
 from pathlib import Path
 from typing import Any
 
 from airflow_checkpoint_provider.durations import Duration
 from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
+from airflow_checkpoint_provider.hooks.kill_watch import record_kill, stop_request_id
 from airflow_checkpoint_provider.hooks.standalone_driver import (
     DRIVER_KILL_GRACE_SECONDS,
     FINAL_STATES,
     DriverStateUnknown,
     StandaloneDriver,
+    kill_driver,
 )
 from airflow_checkpoint_provider.triggers.polling import StoragePollingTrigger
-from spark_checkpoint_runtime.layout import ControlChannel, JobFolder, key_from
+from spark_checkpoint_runtime.layout import ControlChannel, JobFolder
 
 #: Looks in a row the master's REST server may miss before the wait fails (a master restarting).
 TOLERATED_MISSES = 10
@@ -27,8 +31,11 @@ class ClusterDriverTrigger(StoragePollingTrigger):
 
     ``CheckpointedStreamingJobOperator(deferrable=True)`` builds it once the driver runs; DAG authors rarely need
     it directly. Each look reads the driver's state from the master, the job's newest checkpoint (logged when it
-    changes, so the task's log follows the job) and the run's kill request: a driver that no longer answers a
-    stop is killed through the master, as the blocking operator's kill watch does.
+    changes, so the task's log follows the job), the run's heartbeat and its kill request. A driver that no
+    longer answers a stop is killed through the master on a kill request, as the blocking operator's kill
+    watch does. So is a running driver whose job's heartbeat has not changed for ``heartbeat_timeout`` (hung,
+    frozen, or cut off from the storage): its lease has lapsed by then, so a retry may take the job over, and
+    the task fails so that it does.
 
     :param job_name: the job folder under the root.
     :param checkpoint_root: the checkpoint root (a path or fsspec URL).
@@ -41,6 +48,9 @@ class ClusterDriverTrigger(StoragePollingTrigger):
     :param poll_interval: time between looks (seconds, a ``timedelta`` or e.g. ``"10s"``).
     :param files: what the submission wrote (the launcher jar, the private spec), handed back in the event for
         the task to remove.
+    :param heartbeat_timeout: seconds the run's heartbeat may stay unchanged, once seen, before the driver is
+        killed (the job's lease timeout; None: not watched). Timed by the triggerer's own clock, from the
+        last change it saw: a triggerer restart starts the count again.
     """
 
     interval_kwarg = "poll_interval"
@@ -58,6 +68,7 @@ class ClusterDriverTrigger(StoragePollingTrigger):
         storage_conn_id: str | None = None,
         poll_interval: Duration = 10.0,
         files: list[str] | None = None,
+        heartbeat_timeout: float | None = None,
     ):
         super().__init__(
             job_name=job_name, checkpoint_root=checkpoint_root, storage_conn_id=storage_conn_id, interval=poll_interval
@@ -67,9 +78,11 @@ class ClusterDriverTrigger(StoragePollingTrigger):
         self.run_key = run_key
         self.stop_timeout = float(stop_timeout)
         self.files = list(files or [])
+        self.heartbeat_timeout = float(heartbeat_timeout) if heartbeat_timeout is not None else None
         self.misses = 0
         self._newest: int | None = None
         self._killed: str | None = None
+        self._beat: tuple[int, float] | None = None  # the run's last heartbeat seen, and when it changed
 
     def own_kwargs(self) -> dict[str, Any]:
         return {
@@ -78,6 +91,7 @@ class ClusterDriverTrigger(StoragePollingTrigger):
             "run_key": self.run_key,
             "stop_timeout": self.stop_timeout,
             "files": self.files,
+            "heartbeat_timeout": self.heartbeat_timeout,
         }
 
     def poll_once(self, storage: JobFolder) -> list[dict[str, Any]]:
@@ -98,14 +112,21 @@ class ClusterDriverTrigger(StoragePollingTrigger):
                 newest = storage.checkpoints.newest_metadata_id()
                 # A kill request (StopStreamingJobOperator, for a driver that does not answer): the master kills it.
                 request = control.kill_request(self.run_key)
+                silent = self._heartbeat_silence(control)
             except Exception:  # a storage hiccup: look again next time; the driver is what this wait follows
                 self.log.warning("could not read job %r's storage", self.job_name, exc_info=True)
                 return []
             if newest != self._newest:
                 self._newest = newest
                 self.log.info("driver %s is %s; the job's newest checkpoint is chk-%s", self.driver_id, state, newest)
-            if request is not None and self._killed is None:
+            if self._killed is None and request is not None:
                 self._kill(control, str(request.get("reason") or "a kill was requested"))
+            elif self._killed is None and silent is not None and state == "RUNNING":
+                self._kill(
+                    control,
+                    f"its heartbeat did not change for {silent:.0f} s (the lease timeout is "
+                    f"{self.heartbeat_timeout:g} s): the job hangs or cannot reach its storage",
+                )
             return []
         return [
             {
@@ -118,23 +139,36 @@ class ClusterDriverTrigger(StoragePollingTrigger):
             }
         ]
 
+    def _heartbeat_silence(self, control: ControlChannel) -> float | None:
+        """Seconds the run's heartbeat has not changed, once past ``heartbeat_timeout``; else None. A run not
+        heard from yet (its driver still starting) is not judged."""
+        if self.heartbeat_timeout is None:
+            return None
+        beats = [b for b in control.live_runs(stale_after=math.inf) if b.get("run_key") == self.run_key]
+        now = time.monotonic()
+        newest = max((int(b.get("updated_ms") or 0) for b in beats), default=None)
+        if newest is not None and (self._beat is None or newest != self._beat[0]):
+            self._beat = (newest, now)
+        silent = now - self._beat[1] if self._beat is not None else 0.0
+        return silent if silent > self.heartbeat_timeout else None
+
     def _kill(self, control: ControlChannel, reason: str) -> None:
+        killed = kill_driver(StandaloneDriver(self.rest_url, self.driver_id))
+        if killed is None:  # the master refused or did not answer: the next look asks again
+            self.log.warning("could not kill driver %s yet (%s)", self.driver_id, reason)
+            return
+        self._killed = reason
+        self.log.error("killed %s: %s", killed, reason)
         try:
-            if not StandaloneDriver(self.rest_url, self.driver_id).kill():
-                return
-            self._killed = reason
-            self.log.error("killed driver %s: %s", self.driver_id, reason)
-            if control.run_report(self.run_key) is None:
-                control.write_run_report(self.run_key, {"status": "killed", "error": f"killed by request: {reason}"})
-        except Exception:  # the master or the storage did not answer: the next look asks again
-            self.log.warning("could not kill driver %s yet", self.driver_id, exc_info=True)
+            record_kill(control, self.run_key, reason)
+        except Exception:  # the task fails it as killed all the same (the event says so)
+            self.log.warning("could not write the report of killed run %s", self.run_key, exc_info=True)
 
     def _stop_driver(self, storage: JobFolder, seconds: float) -> None:
         """Ask the job to stop gracefully, and the master to kill the driver if it still runs ``seconds`` later."""
         StandaloneDriver(self.rest_url, self.driver_id).kill_later(seconds, [Path(path) for path in self.files])
         try:
-            stop = key_from(f"stop-{self.run_key}")  # the id the operator's own on_kill asks with: one request
-            ControlChannel(storage).request(stop, "stop", self.run_key)
+            ControlChannel(storage).request(stop_request_id(self.run_key), "stop", self.run_key)
         except Exception:
             self.log.warning("could not ask job %r to stop", self.job_name, exc_info=True)
 

@@ -11,6 +11,7 @@ driver stalls, and restores it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -336,7 +337,9 @@ def test_cluster_deploy_mode_runs_the_driver_on_a_worker_kills_it_through_the_ma
     runs on a worker (``PythonRunner`` over the launcher jar). A kill request kills try 1's driver through the
     master; try 2 restores from the latest checkpoint; stopping its task (SIGTERM, ``on_kill`` within Airflow's
     5 s) stops its driver gracefully. The deferrable operator does the same with its worker slot freed: the
-    triggerer follows the driver and serves the kill request of try 1; try 2 restores. Every count is exact."""
+    triggerer follows the driver and serves the kill request of try 1; try 2 restores, is frozen (SIGSTOP), and
+    the triggerer kills it when its heartbeat stays unchanged for the lease timeout; try 3 restores. Every
+    count is exact."""
     from tests.support.airflow_env import PLANTED_SECRET, Later, load_dag, task_states, timed_on_kill, xcom
 
     host, port = cluster.rsplit(":", 1)
@@ -375,6 +378,20 @@ def test_cluster_deploy_mode_runs_the_driver_on_a_worker_kills_it_through_the_ma
         grant = LeaseFiles(storage).unreleased_grant()
         assert grant is not None, "the deferred try's run ended before the kill"
         ControlChannel(storage).request_kill(grant["run_key"], "the test asks")
+        first_try["deferred_killed"] = max(_completed(storage))
+
+    def deferred_try_two_checkpointed() -> bool:
+        grant = LeaseFiles(storage).unreleased_grant()
+        newest = max(_completed(storage))
+        key = grant["run_key"] if grant else ""
+        return ".deferred." in key and key.endswith(".try2") and newest > first_try["deferred_killed"]
+
+    def freeze_deferred_try_two() -> None:
+        # The driver's Python process (the lease names it), not its JVM: the master still says RUNNING.
+        grant = LeaseFiles(storage).unreleased_grant()
+        frozen.append(psutil.Process(grant["pid"]))
+        frozen[0].send_signal(signal.SIGSTOP)
+        first_try["frozen"] = grant["run_key"]
 
     killer = Later(lambda: len(_completed(storage)) >= 2 and LeaseFiles(storage).unreleased_grant(), kill_try_one)
     killer.start()
@@ -386,24 +403,40 @@ def test_cluster_deploy_mode_runs_the_driver_on_a_worker_kills_it_through_the_ma
         timeout=600,
     )
     deferred_killer.start()
+    frozen: list[psutil.Process] = []
+    freezer = Later(
+        lambda: deferred_killer.done.is_set() and "deferred_killed" in first_try and deferred_try_two_checkpointed(),
+        freeze_deferred_try_two,
+        timeout=800,
+    )
+    freezer.start()
     conf = {"root": str(root), "landing": str(landing.path), "output": str(tmp_path / "out"), "work": str(work)}
-    run = load_dag("on_the_cluster").test(run_conf=conf)
-    assert not [t.error for t in (killer, stopper, deferred_killer) if t.error is not None]
+    try:
+        run = load_dag("on_the_cluster").test(run_conf=conf)
+    finally:
+        for process in frozen:  # its JVM is gone: the frozen Python would stay forever
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.kill()
+    assert not [t.error for t in (killer, stopper, deferred_killer, freezer) if t.error is not None]
     states = task_states(run)
     assert states == {"stream": "success", "deferred": "success", "incompatible": "failed"}, states
     assert run.get_task_instance("incompatible").try_number == 1, "a refused upgrade spends no retry"
-    for task in ("stream", "deferred"):  # each killed once, then restored from the latest checkpoint
-        assert xcom(run, task)["run_key"].endswith("try2") and xcom(run, task)["restored_from"] is not None
+    # Each killed (the deferred task twice: on request, then for its frozen heartbeat), then restored from the
+    # latest checkpoint.
+    for task, last_try in (("stream", "try2"), ("deferred", "try3")):
+        assert xcom(run, task)["run_key"].endswith(last_try) and xcom(run, task)["restored_from"] is not None
+    hung = ControlChannel(storage).run_report(first_try["frozen"])
+    assert hung["status"] == "killed" and "heartbeat did not change" in hung["error"], hung
     assert len(took) == 1 and took[0] < 5, took
 
     # The master's kill is SIGTERM to the driver's JVM (SIGKILL 10 s later), which the runtime takes as a
     # graceful stop: so a killed driver ends FINISHED (KILLED if its stop outlasts those 10 s).
     drivers = {d: state for d, state in _drivers(cluster).items() if d not in before}
-    assert len(drivers) == 5 and list(drivers.values()).count("FAILED") == 1, drivers
+    assert len(drivers) == 6 and list(drivers.values()).count("FAILED") == 1, drivers
     assert {s for s in drivers.values() if s != "FAILED"} <= {"FINISHED", "KILLED"}, drivers
     assert ControlChannel(storage).run_report(first_try["run_key"]) is not None
     ran = [p for p in cluster.state.glob("worker-*/driver-*") if p.name in drivers]
-    assert len(ran) == 5, "each driver ran in a worker's driver folder"
+    assert len(ran) == 6, "each driver ran in a worker's driver folder"
     refused = ControlChannel(storage).run_report(key_from(f"on_the_cluster.incompatible.{run.run_id}.-1.try1"))
     assert refused["exit_code"] == 3 and refused["error"], refused
     assert not list(work.glob("checkpointed-job-*.jar")), "the launcher jars are removed after their runs"

@@ -164,7 +164,8 @@ with DAG(
         **on_cluster,
     )
     # Deferred: the task frees its worker slot while its driver runs and the triggerer follows it. Try 1 is
-    # killed through a kill request the trigger serves; try 2 restores and runs until its max duration.
+    # killed through a kill request the trigger serves; try 2 is frozen (SIGSTOP), and the trigger kills it when
+    # its heartbeat stays unchanged for the lease timeout; try 3 restores and runs until its max duration.
     deferred = job(
         "deferred",
         trigger="continuous",
@@ -172,8 +173,8 @@ with DAG(
         max_duration="15s",
         deferrable=True,
         driver_poll_interval=1,
-        runtime_options={"lease_timeout": "4s"},
-        retries=1,
+        runtime_options={"lease_timeout": "6s"},
+        retries=2,
         retry_delay=timedelta(seconds=1),
         **on_cluster,
     )
