@@ -5,10 +5,10 @@
 A real ``airflow api-server`` (SQLite, the plugin mounted, ``--workers`` worker processes: Airflow's default,
 1) on a loopback port serves a root holding one job with ``--checkpoints`` checkpoints (written through
 the format module, no Spark). The benchmark times ``--requests`` sequential requests to another page
-(``/api/v2/dags``) twice in the same run: idle, and while the job's page (``/checkpoints/jobs/0/big``, its
-default view) is loaded again and again by one client: back to back, then once a second (a person clicking
-around). It reports the other page's p50/p95 each way, the ratios to idle, and how long the job page takes.
-Needs no Spark. Prints a line, writes JSON.
+(``/api/v2/dags``) twice in the same run: idle, and while the job's page data (``/checkpoints/api/jobs/0/big``,
+what its page reads for its default view) is loaded again and again by one client: back to back, then once
+a second (a person clicking around). It reports the other page's p50/p95 each way, the ratios to idle, and how
+long the job page takes. Needs no Spark. Prints a line, writes JSON.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from spark_checkpoint_runtime.layout import (  # noqa: E402
 from tests.support.local_airflow import LocalAirflow  # noqa: E402
 
 OTHER_PAGE = "/api/v2/dags"
-JOB_PAGE = "/checkpoints/jobs/0/big"
+JOB_PAGE = "/checkpoints/api/jobs/0/big"  # what the job's page (a React app) reads
 
 
 def write_checkpoints(storage: JobFolder, count: int) -> None:

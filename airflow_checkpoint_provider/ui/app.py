@@ -19,15 +19,16 @@ from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote
 
-from fastapi import Depends, FastAPI, Form, HTTPException, Request
-from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse
+from fastapi import Body, Depends, FastAPI, HTTPException, Request
+from fastapi.responses import FileResponse, JSONResponse, RedirectResponse
 
 from airflow_checkpoint_provider.redaction import public_url
 from airflow_checkpoint_provider.ui import dag_jobs as dag_jobs_module
-from airflow_checkpoint_provider.ui import pages, views
+from airflow_checkpoint_provider.ui import views
+from airflow_checkpoint_provider.ui.job_page import job_page
 from airflow_checkpoint_provider.ui.reader import read
 from airflow_checkpoint_provider.ui.roots import ConfiguredRoot, configured_roots
-from spark_checkpoint_runtime.layout import CheckpointFormatError, key_from, validate_key
+from spark_checkpoint_runtime.layout import key_from
 
 STATIC = Path(__file__).with_name("static")
 
@@ -227,17 +228,19 @@ app = FastAPI(
 @app.middleware("http")
 async def _no_framing_elsewhere(request: Request, call_next):
     response = await call_next(request)
-    # The UI shows the pages in its own frame (same origin); no other site may frame them (clickjacking).
-    response.headers["Content-Security-Policy"] = "frame-ancestors 'self'"
+    response.headers["Content-Security-Policy"] = "frame-ancestors 'self'"  # no other site frames the API
     return response
 
 
-@app.get("/", response_class=HTMLResponse)
-async def job_list(user: User) -> str:
-    readable = await asyncio.to_thread(_require_view, user)
-    roots, rows, errors = await _overview()
-    shown = await asyncio.to_thread(_visible, rows, roots, readable)
-    return pages.job_list_page(shown, _shown(roots), errors if readable is None else [])
+def ui_page(path: str = "") -> str:
+    """The UI's path of the checkpoint pages (a React app plugin Airflow's UI draws), under ``[api] base_url``."""
+    return f"{base_path()}/plugin/checkpoints{path}"
+
+
+@app.get("/")
+async def job_list() -> RedirectResponse:
+    """The job list is a page of Airflow's UI (a link from an older release lands there)."""
+    return RedirectResponse(ui_page(), status_code=307)
 
 
 async def _named_jobs(user: Any, dag_id: str, task_id: str | None) -> dict[str, Any]:
@@ -266,28 +269,18 @@ async def _named_jobs(user: Any, dag_id: str, task_id: str | None) -> dict[str, 
     }
 
 
-@app.get("/jobs/{root_index}/{job_name}", response_class=HTMLResponse)
-async def job_detail(
-    root_index: int, job_name: str, user: User, requested: str = "", limit: int = views.SHOWN_CHECKPOINTS
-) -> str:
-    await asyncio.to_thread(_require_job_view, user, root_index, job_name)
-    _, history = await _job(root_index, job_name, limit)
-    message = ""
-    if requested:
-        try:
-            message = f"Savepoint requested (trigger id {validate_key(requested, 'trigger id')}); it appears below "
-            message += "once the job took it."
-        except CheckpointFormatError:
-            message = ""
-    may = await asyncio.to_thread(_may_savepoint, user, history)
-    return pages.job_page(history, message=message, can_savepoint=may)
+@app.get("/jobs/{root_index}/{job_name}")
+async def job_detail(root_index: int, job_name: str) -> RedirectResponse:
+    """A job's page is a page of Airflow's UI (a link from an older release lands there)."""
+    return RedirectResponse(ui_page(f"/jobs/{root_index}/{quote(job_name)}"), status_code=307)
 
 
-@app.post("/jobs/{root_index}/{job_name}/savepoint")
+@app.post("/api/jobs/{root_index}/{job_name}/savepoint")
 async def take_savepoint(
-    request: Request, root_index: int, job_name: str, user: User, stop: Annotated[str, Form()] = ""
-) -> RedirectResponse:
-    """Write a savepoint request to the job's ``_control/`` (as ``spark_checkpoint_runtime savepoint`` does)."""
+    request: Request, root_index: int, job_name: str, user: User, stop: Annotated[bool, Body(embed=True)] = False
+) -> JSONResponse:
+    """Write a savepoint request to the job's ``_control/`` (as ``spark_checkpoint_runtime savepoint`` does):
+    needs edit access to the DAG that runs it, and lands in Airflow's audit log. Answers the trigger id."""
     _same_origin(request)
     await asyncio.to_thread(_require_job_view, user, root_index, job_name)
     root, history = await _job(root_index, job_name, 1)
@@ -297,11 +290,18 @@ async def take_savepoint(
         raise HTTPException(403, f"taking a savepoint of {job_name!r} needs edit access to the DAG that runs it")
     trigger_id = key_from(f"ui-{getattr(user, 'get_name', lambda: 'user')()}-{int(time.time() * 1000)}")
     try:
-        await read(views.request_savepoint, root, job_name, trigger_id, stop == "true", retry=False)
+        await read(views.request_savepoint, root, job_name, trigger_id, stop, retry=False)
     except LookupError as exc:  # names the root: without credentials
         raise HTTPException(409, public_url(str(exc))) from None
-    await asyncio.to_thread(_audit, user, root, job_name, trigger_id, stop == "true", history)
-    return RedirectResponse(f"../{quote(job_name)}?requested={quote(trigger_id)}", status_code=303)
+    await asyncio.to_thread(_audit, user, root, job_name, trigger_id, stop, history)
+    what = "Savepoint and stop" if stop else "Savepoint"
+    return JSONResponse(
+        {
+            "trigger_id": trigger_id,
+            "message": f"{what} requested (trigger id {trigger_id}); it appears below once the job took it.",
+        },
+        status_code=202,
+    )
 
 
 @app.get("/api/jobs")
@@ -328,14 +328,22 @@ async def api_task_jobs(dag_id: str, task_id: str, user: User) -> JSONResponse:
     return JSONResponse({**found, "roots": [r.__dict__ for r in _shown(found["roots"])]})
 
 
-@app.get("/static/checkpoints-tab.js")
-async def tab_bundle() -> FileResponse:
-    """The "Checkpoints" tab's React app (code only, no data: served without a login, as Airflow's own bundles)."""
-    return FileResponse(STATIC / "checkpoints-tab.js", media_type="text/javascript")
+#: The React app's modules: the entry Airflow's UI loads, and what it imports.
+BUNDLE = ("checkpoints.js", "checkpoints-common.js", "checkpoints-tab.js", "checkpoints-pages.js")
+
+
+@app.get("/static/{name}")
+async def bundle(name: str) -> FileResponse:
+    """The React app's code (no data: served without a login, as Airflow's own bundles are)."""
+    if name not in BUNDLE:
+        raise HTTPException(404, f"no {name!r} here")
+    return FileResponse(STATIC / name, media_type="text/javascript")
 
 
 @app.get("/api/jobs/{root_index}/{job_name}")
 async def api_job(root_index: int, job_name: str, user: User, limit: int = views.SHOWN_CHECKPOINTS) -> JSONResponse:
     """One job's history (the newest ``limit`` checkpoints), restore point, health and live runs."""
     await asyncio.to_thread(_require_job_view, user, root_index, job_name)
-    return JSONResponse((await _job(root_index, job_name, limit))[1])
+    history = (await _job(root_index, job_name, limit))[1]
+    may = await asyncio.to_thread(_may_savepoint, user, history)
+    return JSONResponse(job_page(history, can_savepoint=may))

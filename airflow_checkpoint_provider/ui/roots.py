@@ -71,4 +71,4 @@ def job_page_url(checkpoint_root: str, job_name: str) -> str | None:
     if index is None:
         return None
     base = conf.get("api", "base_url", fallback="").rstrip("/")
-    return f"{base}/checkpoints/jobs/{index}/{quote(job_name)}"
+    return f"{base}/plugin/checkpoints/jobs/{index}/{quote(job_name)}"

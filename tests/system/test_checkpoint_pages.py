@@ -189,20 +189,27 @@ def test_checkpoint_pages_show_history_savepoints_and_damage_behind_airflows_aut
         # Auth is on: anonymous requests are refused; a browser without a login is sent to the login page.
         status, _ = request(f"{airflow.url}/checkpoints/api/jobs")
         assert status == 401, status
-        status, _ = request(f"{airflow.url}/checkpoints/", Accept="text/html")
-        assert status == 303, status
-        # The plugin is registered with its navigation entry.
+        # The pages of an older release's links are Airflow's own pages now.
+        status, _ = request(f"{airflow.url}/checkpoints/jobs/0/orders")
+        assert status == 307, status
+        # The plugin is registered: its navigation entry and both tabs are one React app.
         admin = token_for(airflow, "admin")
         status, plugins = request(f"{airflow.url}/api/v2/plugins", token=admin)
-        views = [v for p in json.loads(plugins)["plugins"] for v in p["external_views"]]
-        assert any(v["href"] == "/checkpoints/" and v["destination"] == "nav" for v in views), views
+        apps = [a for p in json.loads(plugins)["plugins"] for a in p["react_apps"]]
+        assert {(a["destination"], a["url_route"]) for a in apps} >= {
+            ("nav", "checkpoints"),
+            ("dag", "dag-checkpoints"),
+            ("task_instance", "task-checkpoints"),
+        }, apps
+        assert not [v for p in json.loads(plugins)["plugins"] for v in p["external_views"]], "no framed pages"
 
-        # The job list, logged in through Airflow's login page.
+        # The job list, logged in through Airflow's login page: drawn by Airflow's UI, not in a frame.
         browser = headless_chromium()
-        log_in(browser, airflow, "admin", "/checkpoints/")
+        log_in(browser, airflow, "admin", "/plugin/checkpoints")
         from selenium.webdriver.common.by import By
 
         row = wait_until(lambda: browser.find_element(By.CSS_SELECTOR, "tr[data-job='orders']"), 60, "the job row")
+        assert not browser.find_elements(By.TAG_NAME, "iframe"), "Airflow's own page, not a frame"
         assert row.find_element(By.CSS_SELECTOR, "[data-health]").text == "healthy"
         assert "holds the lease" in row.text
         shots.take(browser, "checkpoints-jobs")
@@ -212,6 +219,7 @@ def test_checkpoint_pages_show_history_savepoints_and_damage_behind_airflows_aut
         wait_until(lambda: browser.find_element(By.ID, "take-savepoint"), 60, "the savepoint button").click()
         message = wait_until(lambda: browser.find_element(By.ID, "message").text, 60, "the request's message")
         assert "Savepoint requested" in message
+        assert browser.current_url.endswith("/plugin/checkpoints/jobs/0/orders"), browser.current_url
         wait_for(lambda: list(job_folder.glob("savepoints/savepoint-ui-admin-*/_metadata")), 120, "savepoint", job)
         browser.refresh()
         savepoints = wait_until(lambda: table_rows(browser, "savepoints"), 30, "the savepoints table")
@@ -264,7 +272,7 @@ def test_checkpoint_pages_show_history_savepoints_and_damage_behind_airflows_aut
         browser.execute_script("localStorage.setItem('theme', 'light')")
         row.find_element(By.TAG_NAME, "a").click()  # the job page, relative to Airflow's base URL
         wait_until(lambda: browser.find_element(By.ID, "checkpoints"), 60, "the job page from the tab")
-        assert browser.current_url.endswith("/checkpoints/jobs/0/orders"), browser.current_url
+        assert browser.current_url.endswith("/plugin/checkpoints/jobs/0/orders"), browser.current_url
         # The task instance's tab names the task's job; a DAG that names none says so.
         status, answer = request(f"{airflow.url}/checkpoints/api/dags/orders_job/tasks/run_job", token=admin)
         found = json.loads(answer)
@@ -272,24 +280,20 @@ def test_checkpoint_pages_show_history_savepoints_and_damage_behind_airflows_aut
         assert found["scope"] == "Jobs task 'run_job' of DAG 'orders_job' runs: orders", found
         status, answer = request(f"{airflow.url}/checkpoints/api/dags/upgrade_with_savepoint", token=admin)
         assert status == 200 and not json.loads(answer)["jobs"], (status, answer)
-        # The bundle is served as JavaScript, and the plugin registers both tabs as React apps.
-        status, bundle = request(f"{airflow.url}/checkpoints/static/checkpoints-tab.js")
+        # The bundle is served as JavaScript; nothing else is served from its folder.
+        status, bundle = request(f"{airflow.url}/checkpoints/static/checkpoints.js")
         assert status == 200 and "globalThis.AirflowPlugin" in bundle, status
-        apps = [a for p in json.loads(plugins)["plugins"] for a in p["react_apps"]]
-        assert {(a["destination"], a["url_route"]) for a in apps} >= {
-            ("dag", "dag-checkpoints"),
-            ("task_instance", "task-checkpoints"),
-        }, apps
+        assert request(f"{airflow.url}/checkpoints/static/..%2Fapp.py")[0] == 404
 
         # A viewer may look, not take a savepoint.
         viewer = token_for(airflow, "viewer")
         assert request(f"{airflow.url}/checkpoints/api/jobs/0/orders", token=viewer)[0] == 200
-        status, answer = request(f"{airflow.url}/checkpoints/jobs/0/orders/savepoint", token=viewer, method="POST")
+        savepoint = f"{airflow.url}/checkpoints/api/jobs/0/orders/savepoint"
+        as_json = {"data": b'{"stop": false}', "Content-Type": "application/json"}
+        status, answer = request(savepoint, token=viewer, method="POST", **as_json)
         assert status == 403 and "edit access" in answer, (status, answer)
         # Another site's page cannot make a logged-in browser take one (the login cookie would go along).
-        status, answer = request(
-            f"{airflow.url}/checkpoints/jobs/0/orders/savepoint", token=admin, method="POST", Origin="https://evil.test"
-        )
+        status, answer = request(savepoint, token=admin, method="POST", Origin="https://evil.test", **as_json)
         assert status == 403 and "cross-origin" in answer, (status, answer)
 
         # Stop the job; a second run restores from the first one's latest checkpoint and makes two more.
@@ -311,7 +315,7 @@ def test_checkpoint_pages_show_history_savepoints_and_damage_behind_airflows_aut
         ids = completed_checkpoints(root, "orders")
         newest = ids[-1]
         (job_folder / f"chk-{newest}" / "_metadata").write_text('{"format_version": 2, "id": ')  # cut short
-        browser.get(f"{airflow.url}/checkpoints/jobs/0/orders")
+        browser.get(f"{airflow.url}/plugin/checkpoints/jobs/0/orders")
         shown = wait_until(lambda: table_rows(browser, "checkpoints"), 30, "the checkpoints table")
         assert shown[newest]["Status"].startswith("damaged"), shown[newest]
         assert f"chk-{ids[-2]}" in browser.find_element(By.ID, "restore-point").text
@@ -350,6 +354,16 @@ def test_checkpoint_pages_show_history_savepoints_and_damage_behind_airflows_aut
         partitions = {int(chart.get_attribute("data-partitions")) for chart in charted}
         assert partitions == {2}, "the restore point's state by partition (the job runs 2 shuffle partitions)"
         shots.take(browser, "checkpoints-job")
+        # In Airflow's dark mode the job page is dark too: Airflow's UI draws it.
+        cell_color = "return getComputedStyle(document.querySelector('#checkpoints td')).color"
+        light = browser.execute_script(cell_color)
+        browser.execute_script("localStorage.setItem('theme', 'dark')")
+        browser.refresh()
+        wait_until(lambda: table_rows(browser, "checkpoints"), 30, "the checkpoints table, dark")
+        dark = browser.execute_script(cell_color)
+        assert light != dark and _brightness(dark) > _brightness(light), (light, dark)
+        shots.take(browser, "checkpoints-job-dark")
+        browser.execute_script("localStorage.setItem('theme', 'light')")
 
         # The checkpoint_storage connection form, as Airflow 3.3 shows it from the provider info: labels,
         # placeholders and the Endpoint URL field; what is saved becomes the storage options.

@@ -95,7 +95,8 @@ def test_the_tab_works_under_a_path_prefix_on_dag_and_task_instance_pages(tmp_pa
         shots.take(browser, "checkpoints-tab-under-a-prefix")
         row.find_element(By.TAG_NAME, "a").click()
         wait_until(lambda: browser.find_element(By.ID, "checkpoints"), 60, "the job page")
-        assert browser.current_url.endswith("/airflow/checkpoints/jobs/0/orders"), browser.current_url
+        assert browser.current_url.endswith("/airflow/plugin/checkpoints/jobs/0/orders"), browser.current_url
+        assert "chk-3" in browser.find_element(By.ID, "restore-point").text
 
         # The task instance's page has the tab too, naming the task's job.
         browser.get(f"{airflow.url}/dags/orders_job/runs/{run_id}/tasks/run_job")
@@ -107,15 +108,21 @@ def test_the_tab_works_under_a_path_prefix_on_dag_and_task_instance_pages(tmp_pa
         assert "task 'run_job' of DAG 'orders_job'" in browser.find_element(By.ID, "scope").text
         shots.take(browser, "checkpoints-task-instance-tab")
 
-        # The navigation entry frames the job list from under the prefix too.
+        # The navigation entry shows the job list under the prefix too, drawn by Airflow's UI (no frame); its
+        # row leads to the job page, whose "All jobs" leads back.
         wait_until(
             lambda: _checkpoints_link(browser, "/airflow/plugin/checkpoints"), 60, "the navigation entry"
         ).click()
-        frame = wait_until(lambda: browser.find_element(By.TAG_NAME, "iframe"), 60, "the list's frame")
-        assert frame.get_attribute("src").endswith("/airflow/checkpoints/"), frame.get_attribute("src")
-        browser.switch_to.frame(frame)
-        wait_until(lambda: browser.find_element(By.CSS_SELECTOR, "tr[data-job='orders']"), 60, "the framed job list")
-        browser.switch_to.default_content()
+        row = wait_until(
+            lambda: browser.find_element(By.CSS_SELECTOR, "#checkpoint-jobs tr[data-job='orders']"), 60, "the list"
+        )
+        assert not browser.find_elements(By.TAG_NAME, "iframe")
+        assert "/airflow/plugin/checkpoints" in browser.current_url, browser.current_url
+        row.find_element(By.TAG_NAME, "a").click()
+        wait_until(lambda: browser.find_element(By.ID, "checkpoints"), 60, "the job page from the list")
+        browser.find_element(By.LINK_TEXT, "All jobs").click()
+        wait_until(lambda: browser.find_element(By.ID, "checkpoint-jobs"), 60, "the list again")
+        assert browser.current_url.rstrip("/").endswith("/airflow/plugin/checkpoints"), browser.current_url
     finally:
         if browser is not None:
             browser.quit()

@@ -47,7 +47,7 @@ def test_scheduled_streaming(tmp_path: Path, landing: Landing, monkeypatch):
     monkeypatch.setenv("AIRFLOW__CHECKPOINT_PROVIDER__ROOTS", f"/elsewhere, {tmp_path / 'root'}")
     again = load_dag("scheduled_streaming").test(run_conf=conf)
     assert set(task_states(again).values()) == {"success"} and xcom(again, "run_job")["rows"] == 0
-    assert xcom(again, "run_job", "_link_CheckpointHistoryLink").endswith("/checkpoints/jobs/1/counts")
+    assert xcom(again, "run_job", "_link_CheckpointHistoryLink").endswith("/plugin/checkpoints/jobs/1/counts")
     events = _asset_events(f"file://{tmp_path / 'out'}")
     assert [(e["checkpoint_id"], e["batch_id"], e["rows"]) for e in events] == [
         (job["checkpoint_id"], job["batch_id"], 30)
