@@ -1,4 +1,5 @@
-"""Per-DAG permissions on the checkpoint pages, under a real auth manager that has them (the FAB provider's).
+"""Per-DAG permissions on the checkpoint pages, under real auth managers that have them (the FAB provider's, and
+Airflow's own simple one in multi-team mode).
 
 A real Airflow API server on loopback runs ``FabAuthManager``; its users and roles are made with the FAB
 provider's own CLI (``roles create``, ``roles add-perms``, ``users create``), with permissions on single DAGs.
@@ -9,7 +10,9 @@ issues for their password:
 - a user who may read one DAG sees that DAG's job only (list, JSON, job page, the DAG's tab) and is refused
   the other's, and may not take a savepoint of it;
 - a user who may edit that DAG takes a savepoint of its running job, and Airflow's audit log names them;
-- a user who may read no DAG is refused the pages.
+- a user who may read no DAG is refused the pages;
+- in Airflow's multi-team mode (its simple auth manager), a team's member sees and savepoints only the jobs
+  its team's DAGs name.
 
 The job folders hold format-valid checkpoints written through the format module; no Spark runs (what a page
 shows of a real job is ``test_checkpoint_pages.py``). The running job is a fresh heartbeat with the run key an
@@ -143,5 +146,62 @@ def test_the_pages_follow_fab_per_dag_permissions(tmp_path: Path):
         # Who may read no DAG is refused the pages.
         status, answer = request(f"{airflow.url}/checkpoints/api/jobs", token=tokens["stranger"])
         assert status == 403 and "needs read access to DAGs" in answer, (status, answer)
+    finally:
+        airflow.stop()
+
+
+def test_the_pages_follow_airflows_multi_team_setup(tmp_path: Path):
+    """Airflow's multi-team mode under its own simple auth manager: each DAG bundle belongs to a team (its
+    ``team_name`` in ``dag_bundle_config_list``), each user to a team. A team's member sees the jobs its team's
+    DAGs name and nothing of the other team's (list, JSON, the DAG's tab), and takes savepoints of its own
+    team's running job only."""
+    root, home = tmp_path / "root", tmp_path / "airflow-home"
+    home.mkdir()
+    teams = {"team_a": "orders_job", "team_b": "events_job"}
+    users = {"alice": "team_a", "bob": "team_b"}
+    bundles = []
+    for team, dag_id in teams.items():
+        folder = tmp_path / f"dags-{team}"
+        folder.mkdir()
+        (folder / f"{dag_id}.py").write_text(DAG.format(dag_id=dag_id, job=JOBS[dag_id], root=str(root)))
+        write_checkpoint(JobFolder(str(root), JOBS[dag_id]), 1, [])
+        bundles.append(
+            {
+                "name": f"bundle_{team}",
+                "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
+                "kwargs": {"path": str(folder)},
+                "team_name": team,
+            }
+        )
+    (home / "simple_auth_manager_passwords.json.generated").write_text(json.dumps({u: f"{u}-pw" for u in users}))
+    env = {
+        "AIRFLOW__CORE__MULTI_TEAM": "True",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{user}:user:{team}" for user, team in users.items()),
+        "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": json.dumps(bundles),
+        "AIRFLOW__CHECKPOINT_PROVIDER__ROOTS": str(root),
+    }
+    airflow = LocalAirflow(home, tmp_path / "dags-team_a", env)
+    try:
+        # The teams exist before the API server starts (its auth manager checks its users' teams against them).
+        _cli(airflow, "db", "migrate")
+        for team in teams:
+            _cli(airflow, "teams", "create", team)
+        _cli(airflow, "dags", "reserialize")  # the bundles, with their teams, and their DAGs
+        airflow.start(("api-server",))
+        alice, bob = _token(airflow, "alice"), _token(airflow, "bob")
+
+        assert _jobs(airflow, alice) == (200, ["orders"])
+        assert _jobs(airflow, bob) == (200, ["events"])
+        status, answer = request(f"{airflow.url}/checkpoints/api/jobs/0/events", token=alice)
+        assert status == 403 and "needs read access to a DAG that runs it" in answer, (status, answer)
+        assert request(f"{airflow.url}/checkpoints/api/dags/events_job", token=alice)[0] == 403
+        status, answer = request(f"{airflow.url}/checkpoints/api/dags/orders_job", token=alice)
+        assert status == 200 and [j["job_name"] for j in json.loads(answer)["jobs"]] == ["orders"], (status, answer)
+
+        assert _savepoint(airflow, bob, "orders") == 403, "another team's job"
+        assert not list((root / "orders" / "_control").glob("requests/*.json"))
+        assert _savepoint(airflow, alice, "orders") == 202
+        assert len(list((root / "orders" / "_control").glob("requests/*.json"))) == 1
     finally:
         airflow.stop()
