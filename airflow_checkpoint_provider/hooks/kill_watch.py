@@ -28,12 +28,11 @@ def stop_request_id(run: str) -> str:
     return key_from(f"stop-{run}")
 
 
-def record_kill(control: ControlChannel, run_key: str, reason: str) -> None:
-    """Write the killed run's report, unless it wrote one itself, so that whoever asked sees the kill done."""
+def record_kill(control: ControlChannel, run_key: str, error: str) -> None:
+    """Write the killed run's report (``error`` says why), unless it wrote one itself, so that whoever asked
+    sees the kill done."""
     if control.run_report(run_key) is None:
-        control.write_run_report(
-            run_key, {"status": "killed", "error": f"killed by request: {reason}", "killed_ms": now_ms()}
-        )
+        control.write_run_report(run_key, {"status": "killed", "error": error, "killed_ms": now_ms()})
 
 
 def kill_process_tree(pid: int) -> list[int]:
@@ -108,5 +107,5 @@ class KillWatch:
                 continue
             self.reason = str(request.get("reason") or "a kill was requested")
             log.error("killed the job (%s): %s", killed, self.reason)
-            record_kill(self.control, self.run_key, self.reason)
+            record_kill(self.control, self.run_key, f"killed by request: {self.reason}")
             return

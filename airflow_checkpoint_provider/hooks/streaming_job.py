@@ -50,13 +50,14 @@ class SparkTarget:
 
     :param master: the master URL as spark-submit gets it (``local[*]``, ``spark://...``, ``yarn``, ``k8s://...``).
     :param deploy_mode: ``cluster``, ``client`` or None (client).
-    :param rest_url: the standalone master's REST server (its ``rest-scheme`` and ``rest-port`` extras, default
-        ``http`` and 6066, Spark's own port), which answers and kills drivers in cluster deploy mode.
+    :param rest_url: a standalone master's REST server (its ``rest-scheme`` and ``rest-port`` extras, default
+        ``http`` and 6066, Spark's own port), which answers and kills drivers in cluster deploy mode; None for
+        other masters.
     """
 
     master: str
     deploy_mode: str | None
-    rest_url: str
+    rest_url: str | None
 
     @property
     def driver_on_cluster(self) -> bool:
@@ -170,9 +171,11 @@ class StreamingJobHook(BaseHook):
         """Where the job goes, resolved once per task (each lookup may be a secrets backend's)."""
         extra = self.check_spark_connection().extra_dejson or {}
         resolved = SparkSubmitHook(conn_id=self.conn_id)._connection  # the master as spark-submit gets it
-        host = resolved["master"].removeprefix("spark://").split(",")[0].rsplit(":", 1)[0]
-        rest_url = f"{extra.get('rest-scheme', 'http')}://{host}:{int(extra.get('rest-port', 6066))}"
-        return SparkTarget(resolved["master"], resolved.get("deploy_mode"), rest_url)
+        master, rest_url = resolved["master"], None
+        if master.startswith("spark://"):
+            host = master.removeprefix("spark://").split(",")[0].rsplit(":", 1)[0]
+            rest_url = f"{extra.get('rest-scheme', 'http')}://{host}:{int(extra.get('rest-port', 6066))}"
+        return SparkTarget(master, resolved.get("deploy_mode"), rest_url)
 
     def runs_on_standalone_cluster(self) -> bool:
         """Whether the Spark connection runs the driver on a standalone cluster (cluster deploy mode)."""
@@ -238,11 +241,16 @@ class StreamingJobHook(BaseHook):
         driver = self.cluster_driver()
         if driver is not None:
             return kill_driver(driver)
-        killed = process_tree_killer(lambda: self.process.pid if self.process is not None else None)()
-        if self.target.driver_on_cluster and self._submit_hook is not None:
-            self._submit_hook.on_kill()  # its ids: the YARN application's, the driver pod's
-            return f"the submission of {self.name} on {self.target.master}"
-        return killed
+        submission = self._submit_hook
+        if self.target.driver_on_cluster and submission is not None:
+            # Before spark-submit dies: SparkSubmitHook kills the application only while spark-submit runs.
+            application = submission._yarn_application_id or submission._kubernetes_driver_pod
+            if application is None:
+                return None  # not known yet: the kill watch asks again at its next look
+            submission.on_kill()
+            process_tree_killer(lambda: self.process.pid if self.process is not None else None)()
+            return f"application {application} on {self.target.master}"
+        return process_tree_killer(lambda: self.process.pid if self.process is not None else None)()
 
     def start_on_standalone_cluster(
         self, runtime_args: list[str], storage_options: dict[str, Any], folder: Path

@@ -32,7 +32,7 @@ from airflow_checkpoint_provider.sensors.checkpoint import push_checkpoint_keys
 from airflow_checkpoint_provider.ui.roots import job_page_url
 from spark_checkpoint_runtime.errors import EXIT_BAD_INPUT, EXIT_CANNOT_RESTORE
 from spark_checkpoint_runtime.layout import CheckpointFormatError, ControlChannel, key_from
-from spark_checkpoint_runtime.options import RUNTIME_DURATIONS, options_from_mapping
+from spark_checkpoint_runtime.options import RUNTIME_DURATIONS, JobOptions, options_from_mapping
 
 # Runtime options the operator passes through when set (snake_case names, as the runtime accepts them).
 _PASSED_OPTIONS = (
@@ -237,6 +237,7 @@ class CheckpointedStreamingJobOperator(DeferredDriverMixin, BaseOperator):
         self.driver_poll_interval = driver_poll_interval
         self._job_hook: StreamingJobHook | None = None
         self._run_key: str | None = None
+        self._options: JobOptions | None = None  # this try's runtime options, as the runtime reads them
 
     @property
     def storage_hook(self) -> CheckpointStorageHook:
@@ -262,7 +263,7 @@ class CheckpointedStreamingJobOperator(DeferredDriverMixin, BaseOperator):
         with definitive_arguments(self.task_id):  # OptionsError and CheckpointFormatError are ValueErrors
             # Airflow's convention (seconds, timedelta, or a unit) to the runtime's, with the unit spelled out.
             values.update({k: for_runtime(v, name=k) for k, v in values.items() if k in RUNTIME_DURATIONS})
-            options_from_mapping(values)
+            self._options = options_from_mapping(values)
         return values
 
     def spark_conf(self, context: Context) -> dict[str, Any]:
@@ -312,7 +313,7 @@ class CheckpointedStreamingJobOperator(DeferredDriverMixin, BaseOperator):
             control, self._run_key, hook.kill_submission, to_seconds(self.kill_poll_interval, name="kill_poll_interval")
         )
         if self.deferrable:
-            self._defer_to_the_driver(hook, args, heartbeat_timeout=options_from_mapping(values).lease_timeout)
+            self._defer_to_the_driver(hook, args, heartbeat_timeout=self._options.lease_timeout)
         failure: AirflowException | None = None
         with tempfile.TemporaryDirectory(prefix="checkpointed-job-") as workdir, watch:
             try:

@@ -120,13 +120,14 @@ class ClusterDriverTrigger(StoragePollingTrigger):
                 self._newest = newest
                 self.log.info("driver %s is %s; the job's newest checkpoint is chk-%s", self.driver_id, state, newest)
             if self._killed is None and request is not None:
-                self._kill(control, str(request.get("reason") or "a kill was requested"))
+                reason = str(request.get("reason") or "a kill was requested")
+                self._kill(control, reason, f"killed by request: {reason}")
             elif self._killed is None and silent is not None and state == "RUNNING":
-                self._kill(
-                    control,
+                reason = (
                     f"its heartbeat did not change for {silent:.0f} s (the lease timeout is "
-                    f"{self.heartbeat_timeout:g} s): the job hangs or cannot reach its storage",
+                    f"{self.heartbeat_timeout:g} s): the job hangs or cannot reach its storage"
                 )
+                self._kill(control, reason, f"killed by its task's trigger: {reason}")
             return []
         return [
             {
@@ -145,14 +146,18 @@ class ClusterDriverTrigger(StoragePollingTrigger):
         if self.heartbeat_timeout is None:
             return None
         beats = [b for b in control.live_runs(stale_after=math.inf) if b.get("run_key") == self.run_key]
+        if not beats:
+            # Not heard from yet (still starting), or gone: a run removes its heartbeat as it releases the
+            # lease at its end, while its driver still exits; a frozen or killed run leaves its own behind.
+            return None
         now = time.monotonic()
-        newest = max((int(b.get("updated_ms") or 0) for b in beats), default=None)
-        if newest is not None and (self._beat is None or newest != self._beat[0]):
+        newest = max(int(b.get("updated_ms") or 0) for b in beats)
+        if self._beat is None or newest != self._beat[0]:
             self._beat = (newest, now)
-        silent = now - self._beat[1] if self._beat is not None else 0.0
+        silent = now - self._beat[1]
         return silent if silent > self.heartbeat_timeout else None
 
-    def _kill(self, control: ControlChannel, reason: str) -> None:
+    def _kill(self, control: ControlChannel, reason: str, error: str) -> None:
         killed = kill_driver(StandaloneDriver(self.rest_url, self.driver_id))
         if killed is None:  # the master refused or did not answer: the next look asks again
             self.log.warning("could not kill driver %s yet (%s)", self.driver_id, reason)
@@ -160,7 +165,7 @@ class ClusterDriverTrigger(StoragePollingTrigger):
         self._killed = reason
         self.log.error("killed %s: %s", killed, reason)
         try:
-            record_kill(control, self.run_key, reason)
+            record_kill(control, self.run_key, error)
         except Exception:  # the task fails it as killed all the same (the event says so)
             self.log.warning("could not write the report of killed run %s", self.run_key, exc_info=True)
 

@@ -1,7 +1,9 @@
-"""The checkpoint pages' web app, mounted on the Airflow API server under ``/checkpoints/`` by the plugin.
+"""The checkpoint pages' JSON API, mounted on the Airflow API server under ``/checkpoints/`` by the plugin; the
+pages themselves are a React app plugin Airflow's UI draws (``static/``).
 
-Every route needs a logged-in user (Airflow's own token: the UI's ``_token`` cookie or a Bearer header);
-a user who may read every DAG sees every job; one who may read only some DAGs sees the jobs those DAGs name
+Every ``/api/`` route needs a logged-in user (Airflow's own token: the UI's ``_token`` cookie or a Bearer
+header); the app's code (``/static/``) and the redirects of older releases' page addresses carry no data and
+need none. A user who may read every DAG sees every job; one who may read only some DAGs sees the jobs those DAGs name
 (``dag_jobs``); "take savepoint" needs edit access to the DAG whose task runs the job, and
 each savepoint asked lands in Airflow's audit log with the user. Nothing shown carries credentials
 (``redaction.py``).
@@ -25,7 +27,7 @@ from fastapi.responses import FileResponse, JSONResponse, RedirectResponse
 from airflow_checkpoint_provider.redaction import public_url
 from airflow_checkpoint_provider.ui import dag_jobs as dag_jobs_module
 from airflow_checkpoint_provider.ui import views
-from airflow_checkpoint_provider.ui.job_page import job_page
+from airflow_checkpoint_provider.ui.job_page import age, job_page
 from airflow_checkpoint_provider.ui.reader import read
 from airflow_checkpoint_provider.ui.roots import ConfiguredRoot, configured_roots
 from spark_checkpoint_runtime.layout import key_from
@@ -63,12 +65,22 @@ def base_path() -> str:
 
 
 def _same_origin(request: Request) -> None:
-    """Refuse a state-changing request another site's page sent (the login cookie goes along with it)."""
+    """Refuse a state-changing request another site's page sent (the login cookie goes along with it). The
+    UI's own origin is the server's as the request reached it, or ``[api] base_url``'s (behind a proxy that
+    terminates TLS, the server sees another scheme or host than the browser does)."""
+    from urllib.parse import urlsplit
+
+    from airflow.configuration import conf
+
     fetch_site = request.headers.get("sec-fetch-site")
     origin = request.headers.get("origin")
     if fetch_site not in (None, "same-origin", "none"):
         raise HTTPException(403, f"cross-site request refused (Sec-Fetch-Site: {fetch_site})")
-    if origin is not None and origin != f"{request.url.scheme}://{request.url.netloc}":
+    configured = urlsplit(conf.get("api", "base_url", fallback="") or "")
+    own = {f"{request.url.scheme}://{request.url.netloc}"}
+    if configured.netloc:
+        own.add(f"{configured.scheme}://{configured.netloc}")
+    if origin is not None and origin not in own:
         raise HTTPException(403, f"cross-origin request refused (Origin: {origin})")
 
 
@@ -226,10 +238,21 @@ app = FastAPI(
 
 
 @app.middleware("http")
-async def _no_framing_elsewhere(request: Request, call_next):
+async def _no_framing(request: Request, call_next):
     response = await call_next(request)
-    response.headers["Content-Security-Policy"] = "frame-ancestors 'self'"  # no other site frames the API
+    response.headers["Content-Security-Policy"] = "frame-ancestors 'self'"  # no other site frames what it serves
     return response
+
+
+NO_ROOTS = (
+    "No checkpoint roots are configured: set [checkpoint_provider] roots (AIRFLOW__CHECKPOINT_PROVIDER__ROOTS) to "
+    "a comma-separated list of roots, each optionally followed by |connection_id."
+)
+
+
+def list_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A job list's rows with what the page shows of them, formatted here (``job_page.age``)."""
+    return [{**row, "health_age": age(row["health"]["age_seconds"])} for row in rows]
 
 
 def ui_page(path: str = "") -> str:
@@ -255,11 +278,11 @@ async def _named_jobs(user: Any, dag_id: str, task_id: str | None) -> dict[str, 
     names = ", ".join(sorted({job.job_name for job in named}))
     return {
         "roots": roots,
-        "jobs": dag_jobs_module.rows_of(named, rows, roots),
+        "jobs": list_rows(dag_jobs_module.rows_of(named, rows, roots)),
         "errors": errors,
         "scope": f"Jobs {where} runs: {names}" if named else "",
         "none_found": (
-            "No checkpoint roots are configured: set [checkpoint_provider] roots (AIRFLOW__CHECKPOINT_PROVIDER__ROOTS)."
+            NO_ROOTS
             if not roots
             else f"{where[0].upper()}{where[1:]} names no checkpointed job (or names it with a template that needs "
             "the run's context)."
@@ -311,7 +334,15 @@ async def api_jobs(user: User) -> JSONResponse:
     roots, rows, errors = await _overview()
     shown = await asyncio.to_thread(_visible, rows, roots, readable)
     errors = errors if readable is None else []  # an error line names jobs the user may not see
-    return JSONResponse({"roots": [r.__dict__ for r in _shown(roots)], "jobs": shown, "errors": errors})
+    none_found = NO_ROOTS if not roots else "No jobs under these roots yet."
+    return JSONResponse(
+        {
+            "roots": [r.__dict__ for r in _shown(roots)],
+            "jobs": list_rows(shown),
+            "errors": errors,
+            "none_found": none_found,
+        }
+    )
 
 
 @app.get("/api/dags/{dag_id}")
@@ -334,10 +365,11 @@ BUNDLE = ("checkpoints.js", "checkpoints-common.js", "checkpoints-tab.js", "chec
 
 @app.get("/static/{name}")
 async def bundle(name: str) -> FileResponse:
-    """The React app's code (no data: served without a login, as Airflow's own bundles are)."""
+    """The React app's code (no data: served without a login, as Airflow's own bundles are). Revalidated on
+    every load: the modules import each other by name, so a cached old one would not fit a new one."""
     if name not in BUNDLE:
         raise HTTPException(404, f"no {name!r} here")
-    return FileResponse(STATIC / name, media_type="text/javascript")
+    return FileResponse(STATIC / name, media_type="text/javascript", headers={"Cache-Control": "no-cache"})
 
 
 @app.get("/api/jobs/{root_index}/{job_name}")

@@ -61,7 +61,10 @@ def test_the_wheel_has_no_top_level_runtime_package(wheel):
     assert "spark_checkpoint_runtime/state_files/rocksdb.py" in names
     assert "airflow_checkpoint_provider/ui/app.py" in names and "airflow_checkpoint_provider/plugins.py" in names
     assert {"spark_checkpoint_runtime/py.typed", "airflow_checkpoint_provider/py.typed"} <= set(names), "PEP 561"
-    assert "airflow_checkpoint_provider/ui/static/checkpoints-tab.js" in names, "the Checkpoints tab's React app"
+    from airflow_checkpoint_provider.ui.app import BUNDLE
+
+    bundle = {f"airflow_checkpoint_provider/ui/static/{name}" for name in BUNDLE}
+    assert bundle <= set(names), ("the Checkpoints React app", bundle - set(names))
 
 
 def test_a_clean_venv_imports_the_runtime_by_its_own_name_and_airflow_lists_the_provider(wheel, tmp_path):

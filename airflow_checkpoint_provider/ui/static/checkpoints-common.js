@@ -58,13 +58,6 @@ export function useApi(path, version = 0) {
   return state;
 }
 
-export function age(seconds) {
-  if (seconds === null || seconds === undefined) return "";
-  if (seconds < 90) return `${Math.round(seconds)} s ago`;
-  if (seconds < 5400) return `${Math.round(seconds / 60)} min ago`;
-  return `${Math.round(seconds / 3600)} h ago`;
-}
-
 export function HealthBadge({ state }) {
   return h(Chakra.Badge, { "data-health": state, colorPalette: HEALTH_COLORS[state] || "gray" }, state);
 }
@@ -86,7 +79,7 @@ function JobRow({ job }) {
     h(Table.Cell, null, job.root),
     h(Table.Cell, null, h(HealthBadge, { state: job.health.state })),
     h(Table.Cell, null, job.latest_checkpoint_id === null ? "" : `chk-${job.latest_checkpoint_id}`),
-    h(Table.Cell, null, `${job.latest_completed || ""} ${age(job.health.age_seconds)}`.trim()),
+    h(Table.Cell, null, `${job.latest_completed || ""} ${job.health_age}`.trim()),
     h(Table.Cell, null, String(job.retained_checkpoints)),
     h(Table.Cell, null, String(job.damaged_checkpoints)),
     h(Table.Cell, null, String(job.savepoints)),

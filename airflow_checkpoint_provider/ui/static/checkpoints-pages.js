@@ -21,7 +21,11 @@ const CHART_STYLE = { "& svg text": { fill: "currentColor" }, "& svg": { maxWidt
 // The job a page shows, from the address ("plugin/checkpoints/jobs/<root>/<job>"); null on the job list.
 function shownJob() {
   const match = window.location.pathname.match(/\/plugin\/checkpoints\/jobs\/(\d+)\/([^/]+)\/?$/);
-  return match ? { rootIndex: match[1], jobName: decodeURIComponent(match[2]) } : null;
+  try {
+    return match ? { rootIndex: match[1], jobName: decodeURIComponent(match[2]) } : null;
+  } catch (error) {
+    return null; // a malformed address (a stray "%"): the job list
+  }
 }
 
 export function JobPages() {
@@ -40,20 +44,14 @@ function JobList() {
     { p: 4, id: "checkpoint-jobs" },
     h(Heading, { size: "lg", mb: 2 }, "Checkpoints"),
     answer.roots.length === 0
-      ? h(
-          Text,
-          { id: "none-found" },
-          "No checkpoint roots are configured. Set [checkpoint_provider] roots (or " +
-            "AIRFLOW__CHECKPOINT_PROVIDER__ROOTS) to a comma-separated list of roots, each optionally followed by " +
-            "|connection_id.",
-        )
+      ? h(Text, { id: "none-found" }, answer.none_found)
       : h(
           React.Fragment,
           null,
           h(Text, { color: "fg.muted", fontSize: "sm", id: "roots" }, `Roots: ${roots}`),
           h(ErrorLines, { lines: answer.errors }),
           answer.jobs.length === 0
-            ? h(Text, { id: "none-found", mt: 2 }, "No jobs under these roots yet.")
+            ? h(Text, { id: "none-found", mt: 2 }, answer.none_found)
             : h(JobTable, { jobs: answer.jobs }),
         ),
   );

@@ -6,7 +6,9 @@ Cluster deploy mode on a standalone master runs for real in ``tests/system/test_
 from __future__ import annotations
 
 import json
+import os
 import stat
+import subprocess
 import zipfile
 from pathlib import Path
 
@@ -82,3 +84,30 @@ def test_the_spark_connection_is_resolved_once_with_the_masters_rest_server(monk
     assert hook.runs_on_standalone_cluster() and hook.pin_spark_ui() is None, "the driver's UI is on the cluster"
     monkeypatch.delenv("AIRFLOW_CONN_SPARK_UNDER_TEST")  # a secrets backend's lookup: not asked again
     assert hook.runs_on_standalone_cluster() and hook.target is target
+
+
+def test_a_kill_on_yarn_kills_the_application_while_spark_submit_still_runs(monkeypatch, tmp_path: Path):
+    """SparkSubmitHook kills a YARN application only while spark-submit runs: the kill goes to YARN first, and
+    not before spark-submit has printed the application's id. YARN's CLI is a stand-in that records its call
+    (no YARN here); spark-submit is a real process."""
+    stand_in = tmp_path / "bin"
+    stand_in.mkdir()
+    calls = tmp_path / "yarn-calls"
+    (stand_in / "yarn").write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    (stand_in / "yarn").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{stand_in}:{os.environ['PATH']}")
+    connection = {"conn_type": "spark", "host": "yarn", "extra": {"deploy-mode": "cluster"}}
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_UNDER_TEST", json.dumps(connection))
+    hook = StreamingJobHook(conn_id="spark_under_test", name="checkpointed:orders")
+    hook._submit_hook = hook.spark_submission(RUNTIME_ARGS, {}, tmp_path)
+    spark_submit = subprocess.Popen(["sleep", "60"])
+    hook._submit_hook._submit_sp = spark_submit
+    try:
+        assert hook.kill_submission() is None, "no application id yet: the kill watch asks again"
+        assert spark_submit.poll() is None and not calls.exists()
+        hook._submit_hook._yarn_application_id = "application_1764300000000_0007"
+        assert hook.kill_submission() == "application application_1764300000000_0007 on yarn"
+        assert calls.read_text().split() == ["application", "-kill", "application_1764300000000_0007"]
+        assert spark_submit.wait(timeout=10) is not None
+    finally:
+        spark_submit.kill()
