@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import posixpath
 import time
+import zlib
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -21,7 +23,15 @@ FORMAT_VERSION = 1
 # version 1 would take the whole segment for the file, so such a _metadata says 2 and older runtimes refuse it.
 # _metadata without segments stays version 1, readable by every runtime.
 SEGMENTS_FORMAT_VERSION = 2
-READABLE_FORMAT_VERSIONS = (FORMAT_VERSION, SEGMENTS_FORMAT_VERSION)
+# Version 3 is version 2 stored gzip-compressed: a _metadata above COMPRESS_ABOVE_BYTES (a job of thousands of
+# partitions lists tens of thousands of files; the JSON compresses about twentyfold). Readers tell it by gzip's
+# magic bytes; a runtime that reads only versions 1 and 2 finds no JSON there and refuses the checkpoint as
+# damaged, never restoring from something else in silence. Smaller _metadata stays plain JSON, readable by eye.
+COMPRESSED_FORMAT_VERSION = 3
+READABLE_FORMAT_VERSIONS = (FORMAT_VERSION, SEGMENTS_FORMAT_VERSION, COMPRESSED_FORMAT_VERSION)
+COMPRESS_ABOVE_BYTES = 256 * 1024
+COMPRESSION_LEVEL = 6
+_GZIP_MAGIC = b"\x1f\x8b"
 
 
 KINDS = ("checkpoint", "savepoint")
@@ -94,7 +104,7 @@ class CheckpointMetadata:
         """Bytes of every file the snapshot needs."""
         return sum(f.size for f in self.files)
 
-    def to_json(self) -> str:
+    def _data(self) -> dict[str, Any]:
         data = asdict(self)
         data["total_bytes"] = self.total_bytes
         for entry in data["files"]:
@@ -102,7 +112,22 @@ class CheckpointMetadata:
                 del entry["offset"]
         segmented = any(f.offset is not None for f in self.files)
         data["format_version"] = SEGMENTS_FORMAT_VERSION if segmented else FORMAT_VERSION
-        return json.dumps(data, indent=1, sort_keys=True)
+        return data
+
+    def to_json(self) -> str:
+        """The JSON (indented for reading): format version 1, or 2 once a file is a range of a segment."""
+        return json.dumps(self._data(), indent=1, sort_keys=True)
+
+    def to_bytes(self) -> bytes:
+        """What ``_metadata`` holds: the JSON, or above ``COMPRESS_ABOVE_BYTES`` compact JSON gzip-compressed
+        as format version 3 (deterministic bytes: no timestamp in the gzip header)."""
+        data = self._data()
+        text = json.dumps(data, indent=1, sort_keys=True).encode("utf-8")
+        if len(text) <= COMPRESS_ABOVE_BYTES:
+            return text
+        data["format_version"] = COMPRESSED_FORMAT_VERSION
+        compact = json.dumps(data, sort_keys=True, separators=(",", ":")).encode("utf-8")
+        return gzip.compress(compact, compresslevel=COMPRESSION_LEVEL, mtime=0)
 
     def summary(self) -> dict[str, Any]:
         """A small JSON-able description (for logs, XCom and listings)."""
@@ -124,12 +149,18 @@ class CheckpointMetadata:
 
     @classmethod
     def from_json(cls, text: str | bytes, *, location: str) -> CheckpointMetadata:
-        """Parse and check ``_metadata`` text; raise ``DamagedCheckpoint`` saying what is wrong."""
+        """Parse and check ``_metadata`` (plain or gzip-compressed JSON); raise ``DamagedCheckpoint`` saying
+        what is wrong."""
         try:
-            data = parse_json_object(text, what="_metadata")
+            data = metadata_object(text)
         except UntrustedJson as exc:
             raise DamagedCheckpoint(location, f"{exc} (truncated or not ours?)") from None
         version = data.get("format_version")
+        compressed = isinstance(text, bytes) and text.startswith(_GZIP_MAGIC)
+        if compressed != (version == COMPRESSED_FORMAT_VERSION) and version in READABLE_FORMAT_VERSIONS:
+            raise DamagedCheckpoint(
+                location, f"_metadata says format version {version} but is {'' if compressed else 'not '}compressed"
+            )
         if version not in READABLE_FORMAT_VERSIONS:
             raise UnsupportedFormatVersion(
                 location,
@@ -181,6 +212,22 @@ class CheckpointMetadata:
         if meta.kind not in KINDS:
             raise DamagedCheckpoint(location, f"_metadata has unknown kind {meta.kind!r}")
         return meta
+
+
+def metadata_object(raw: str | bytes) -> dict[str, Any]:
+    """``_metadata``'s JSON object, plain or gzip-compressed; ``UntrustedJson`` when it is neither, or when it
+    unpacks to more than ``MAX_METADATA_BYTES`` (a small file may unpack to gigabytes)."""
+    if isinstance(raw, bytes) and raw.startswith(_GZIP_MAGIC):
+        inflater = zlib.decompressobj(wbits=31)  # a gzip header and trailer
+        try:
+            raw = inflater.decompress(raw, MAX_METADATA_BYTES + 1)
+        except zlib.error as exc:
+            raise UntrustedJson(f"_metadata is not valid gzip: {exc}") from None
+        if len(raw) > MAX_METADATA_BYTES:
+            raise UntrustedJson(f"_metadata unpacks to more than any we write (more than {MAX_METADATA_BYTES} bytes)")
+        if not inflater.eof:
+            raise UntrustedJson("_metadata's gzip stream ends early")
+    return parse_json_object(raw, what="_metadata")
 
 
 def read_metadata(fs: fsspec.AbstractFileSystem, folder: str) -> CheckpointMetadata:

@@ -13,6 +13,7 @@ from spark_checkpoint_runtime.layout.metadata import (
     MAX_METADATA_BYTES,
     CheckpointMetadata,
     ValidCheckpoint,
+    metadata_object,
     missing_files,
     read_metadata,
 )
@@ -27,7 +28,7 @@ from spark_checkpoint_runtime.layout.names import (
     validate_key,
 )
 from spark_checkpoint_runtime.layout.store import delete_each, discard_folders, open_url, write_metadata_atomically
-from spark_checkpoint_runtime.layout.untrusted import UntrustedJson, read_json_object
+from spark_checkpoint_runtime.layout.untrusted import UntrustedJson, read_at_most
 
 if TYPE_CHECKING:
     from spark_checkpoint_runtime.layout.job_folder import JobFolder
@@ -69,7 +70,10 @@ class SavepointFolder:
             return None
         path = posixpath.join(folder.path, METADATA_FILE)
         try:
-            data = read_json_object(folder.fs, path, max_bytes=MAX_METADATA_BYTES, what=f"{folder.url}/_metadata")
+            raw = read_at_most(folder.fs, path, MAX_METADATA_BYTES)
+            if len(raw) > MAX_METADATA_BYTES:
+                return None  # larger than any we write: not a savepoint's
+            data = metadata_object(raw)
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return None
         except UntrustedJson:

@@ -42,7 +42,7 @@ def write_metadata_atomically(fs: fsspec.AbstractFileSystem, folder: str, meta: 
     final = posixpath.join(folder, METADATA_FILE)
     fs.makedirs(folder, exist_ok=True)
     sync_folder(fs, posixpath.dirname(folder))  # the snapshot's folder itself survives a power loss
-    if not create_exclusively(fs, final, meta.to_json().encode("utf-8")):
+    if not create_exclusively(fs, final, meta.to_bytes()):
         try:
             holder = read_metadata(fs, folder).run_id
         except (CheckpointFormatError, OSError):
