@@ -241,6 +241,7 @@ class StreamingJobHook(BaseHook):
         driver = self.cluster_driver()
         if driver is not None:
             return kill_driver(driver)
+        spark_submit = process_tree_killer(lambda: self.process.pid if self.process is not None else None)
         submission = self._submit_hook
         if self.target.driver_on_cluster and submission is not None:
             # Before spark-submit dies: SparkSubmitHook kills the application only while spark-submit runs.
@@ -248,9 +249,9 @@ class StreamingJobHook(BaseHook):
             if application is None:
                 return None  # not known yet: the kill watch asks again at its next look
             submission.on_kill()
-            process_tree_killer(lambda: self.process.pid if self.process is not None else None)()
+            spark_submit()
             return f"application {application} on {self.target.master}"
-        return process_tree_killer(lambda: self.process.pid if self.process is not None else None)()
+        return spark_submit()
 
     def start_on_standalone_cluster(
         self, runtime_args: list[str], storage_options: dict[str, Any], folder: Path

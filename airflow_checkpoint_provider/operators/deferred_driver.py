@@ -10,7 +10,6 @@ from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_checkpoint_provider.durations import to_seconds
-from airflow_checkpoint_provider.hooks.checkpoint_storage import CheckpointStorageHook
 from airflow_checkpoint_provider.triggers.driver import ClusterDriverTrigger
 
 if TYPE_CHECKING:
@@ -58,7 +57,7 @@ class DeferredDriverMixin:
             Path(path).unlink(missing_ok=True)
         if event.get("status") == "error":
             raise AirflowException(f"job {self.job_name!r}: following its driver failed: {event.get('reason')}")
-        self.checkpoint_root = CheckpointStorageHook(self.storage_conn_id).root(self.checkpoint_root)
+        self.checkpoint_root = self.storage_hook.root(self.checkpoint_root)
         self._run_key = event["run_key"]
         control = self.storage_hook.control(self.checkpoint_root, self.job_name)
         # The request, not only the trigger's memory of serving it: a triggerer restart forgets that, and the

@@ -19,7 +19,7 @@ import json
 import time
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import quote
+from urllib.parse import SplitResult, quote, urlsplit
 
 from fastapi import Body, Depends, FastAPI, HTTPException, Request
 from fastapi.responses import FileResponse, JSONResponse, RedirectResponse
@@ -55,28 +55,27 @@ async def _user(request: Request) -> Any:
         raise
 
 
-def base_path() -> str:
-    """The path of ``[api] base_url`` (empty when Airflow is served at the root)."""
-    from urllib.parse import urlsplit
-
+def _base_url() -> SplitResult:
+    """``[api] base_url``, split (empty parts when it is not set)."""
     from airflow.configuration import conf
 
-    return urlsplit(conf.get("api", "base_url", fallback="") or "").path.rstrip("/")
+    return urlsplit(conf.get("api", "base_url", fallback="") or "")
+
+
+def base_path() -> str:
+    """The path of ``[api] base_url`` (empty when Airflow is served at the root)."""
+    return _base_url().path.rstrip("/")
 
 
 def _same_origin(request: Request) -> None:
     """Refuse a state-changing request another site's page sent (the login cookie goes along with it). The
     UI's own origin is the server's as the request reached it, or ``[api] base_url``'s (behind a proxy that
     terminates TLS, the server sees another scheme or host than the browser does)."""
-    from urllib.parse import urlsplit
-
-    from airflow.configuration import conf
-
     fetch_site = request.headers.get("sec-fetch-site")
     origin = request.headers.get("origin")
     if fetch_site not in (None, "same-origin", "none"):
         raise HTTPException(403, f"cross-site request refused (Sec-Fetch-Site: {fetch_site})")
-    configured = urlsplit(conf.get("api", "base_url", fallback="") or "")
+    configured = _base_url()
     own = {f"{request.url.scheme}://{request.url.netloc}"}
     if configured.netloc:
         own.add(f"{configured.scheme}://{configured.netloc}")

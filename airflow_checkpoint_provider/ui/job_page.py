@@ -36,7 +36,7 @@ def table_row(row: dict[str, Any]) -> dict[str, str]:
 
 def job_page(history: dict[str, Any], *, can_savepoint: bool) -> dict[str, Any]:
     """``history`` (``views.job_history``, already without credentials) with what its page shows: the health
-    line, the tables' rows newest first, the charts, and whether this user may take a savepoint."""
+    line, the tables' columns and rows (newest first), the charts, and whether this user may take a savepoint."""
     health = history["health"]
     return {
         **history,
@@ -44,6 +44,7 @@ def job_page(history: dict[str, Any], *, can_savepoint: bool) -> dict[str, Any]:
         "display": {
             "health_age": age(health["age_seconds"]),
             "health_window": format_duration(health["window_seconds"]),
+            "columns": list(table_row({})),
             "checkpoints": [table_row(row) for row in reversed(history["checkpoints"])],
             "savepoints": [table_row(row) for row in history["savepoints"]],
             "history_charts": history_charts(history["checkpoints"]),

@@ -14,7 +14,6 @@ import {
   useApi,
 } from "./checkpoints-common.js";
 
-const HISTORY_COLUMNS = ["Id", "Batch", "Completed", "Duration", "Written", "Total", "Restored from", "Status", "Path"];
 // The server's SVG charts draw their text in the page's own colour, light or dark.
 const CHART_STYLE = { "& svg text": { fill: "currentColor" }, "& svg": { maxWidth: "100%", height: "auto" } };
 
@@ -57,7 +56,7 @@ function JobList() {
   );
 }
 
-function HistoryTable({ id, rows }) {
+function HistoryTable({ id, columns, rows }) {
   const { Table } = Chakra;
   const cell = (row, name) =>
     name === "Status"
@@ -70,12 +69,12 @@ function HistoryTable({ id, rows }) {
   return h(
     Table.Root,
     { size: "sm", variant: "line", id, mb: 6 },
-    h(Table.Header, null, h(Table.Row, null, ...HISTORY_COLUMNS.map((name) => h(Table.ColumnHeader, { key: name }, name)))),
+    h(Table.Header, null, h(Table.Row, null, ...columns.map((name) => h(Table.ColumnHeader, { key: name }, name)))),
     h(
       Table.Body,
       null,
       ...rows.map((row) =>
-        h(Table.Row, { key: `${row.Id}/${row.Path}`, "data-id": row.Id }, ...HISTORY_COLUMNS.map((name) => cell(row, name))),
+        h(Table.Row, { key: `${row.Id}/${row.Path}`, "data-id": row.Id }, ...columns.map((name) => cell(row, name))),
       ),
     ),
   );
@@ -191,8 +190,8 @@ function JobPage({ rootIndex, jobName }) {
     history.shown < history.checkpoint_count
       ? h(Button, { size: "xs", variant: "outline", my: 2, onClick: () => setLimit(more) }, `Show the newest ${more}`)
       : null,
-    h(HistoryTable, { id: "checkpoints", rows: shown.checkpoints }),
+    h(HistoryTable, { id: "checkpoints", columns: shown.columns, rows: shown.checkpoints }),
     h(Heading, { size: "md" }, "Savepoints"),
-    h(HistoryTable, { id: "savepoints", rows: shown.savepoints }),
+    h(HistoryTable, { id: "savepoints", columns: shown.columns, rows: shown.savepoints }),
   );
 }

@@ -44,6 +44,7 @@ def test_restore_point_skips_damaged_checkpoints_and_says_why(tmp_path: Path):
     assert [row["Id"] for row in shown["checkpoints"]] == ["4", "3", "2", "1"], "newest first"
     assert shown["checkpoints"][1]["Status"] == "damaged: missing shared/r1/state-3"
     assert shown["history_charts"].count("<svg") == 2 and page["can_savepoint"] is False
+    assert shown["columns"] == list(shown["checkpoints"][0]), "the tables' headers are the rows' columns"
 
 
 def test_stalled_and_all_damaged_jobs_are_told_apart(tmp_path: Path):
