@@ -200,10 +200,14 @@ class WorkingCopy:
         """
         frozen = posixpath.join(self.frozen_path, name)
         paths = {}
+        made: set[str] = set()  # hundreds of files share a few folders: one makedirs per folder, not per file
         for target, size in sizes.items():
             source, pinned = self.file_path(target), posixpath.join(frozen, target)
             if self.is_local:
-                os.makedirs(os.path.dirname(pinned), exist_ok=True)
+                folder = os.path.dirname(pinned)
+                if folder not in made:
+                    os.makedirs(folder, exist_ok=True)
+                    made.add(folder)
                 link_or_copy(source, pinned)
                 frozen_size = os.stat(pinned).st_size
             else:
