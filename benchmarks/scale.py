@@ -37,6 +37,7 @@ from benchmarks.s3_requests import CountingS3Server  # noqa: E402
 # and HEAD at another; DELETE is free (a batched delete is a POST).
 PRICE_PER_1000 = {"PUT": 0.005, "COPY": 0.005, "LIST": 0.005, "DELETE_BATCH": 0.005, "GET": 0.0004, "HEAD": 0.0004}
 CHECKPOINTS_PER_MONTH = 6 * 60 * 24 * 30  # one every 10 s
+INTERVAL_SECONDS = 10
 
 
 def monthly_cost(per_checkpoint_by_kind: dict[str, float]) -> float:
@@ -87,7 +88,7 @@ def one_run(
     job = RunningJob(
         server, folder / name, name,
         "--conf", f"spark.sql.shuffle.partitions={partitions}", "--file-merging", merging,
-        "--checkpoint-interval", "10s", "--pipeline", pipeline, "--output-mode", mode, *provider,
+        "--checkpoint-interval", f"{INTERVAL_SECONDS}s", "--pipeline", pipeline, "--output-mode", mode, *provider,
     )  # fmt: skip
     try:
         job.started()
@@ -98,6 +99,10 @@ def one_run(
         job.stop()
     metas = {i: job.storage.checkpoints.read(i) for i in ids}
     durations = [metas[i].durations_ms.get("total", 0) / 1000 for i in ids]
+    # Seconds between one checkpoint's trigger and the next's while data arrived: a job that keeps up
+    # triggers one every interval (or after every batch, when a batch takes longer than the interval).
+    triggers = [metas[i].trigger_timestamp_ms / 1000 for i in ids]
+    gaps = [later - earlier for earlier, later in zip(triggers, triggers[1:], strict=False)]
     written = []
     for i in ids:
         previous = metas.get(i - 1) or _read_or_none(job.storage, i - 1)
@@ -118,6 +123,12 @@ def one_run(
             "max": round(max(durations), 2) if durations else None,
             "all": [round(d, 2) for d in durations],
         },
+        "interval_seconds": INTERVAL_SECONDS,
+        "trigger_gap_seconds": {
+            "p50": round(statistics.median(gaps), 2) if gaps else None,
+            "max": round(max(gaps), 2) if gaps else None,
+        },
+        "batches_covered": (metas[ids[-1]].batch_id - metas[ids[0]].batch_id + 1) if ids else 0,
         "monthly_request_cost_usd": monthly_cost(busy["per_checkpoint_by_kind"]),
     }
 
