@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import tempfile
 import threading
 import time
@@ -16,7 +15,7 @@ from airflow.providers.common.compat.openlineage.utils.spark import (
     inject_transport_information_into_spark_properties,
 )
 from airflow.providers.common.compat.sdk import conf as airflow_conf
-from airflow.sdk import Asset, AssetAlias, BaseOperator, Context
+from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_checkpoint_provider.durations import Duration, for_runtime, to_seconds
@@ -27,6 +26,7 @@ from airflow_checkpoint_provider.hooks.standalone_driver import DRIVER_KILL_GRAC
 from airflow_checkpoint_provider.hooks.streaming_job import StreamingJobHook
 from airflow_checkpoint_provider.links import CheckpointHistoryLink, SparkUILink
 from airflow_checkpoint_provider.operators.deferred_driver import DeferredDriverMixin
+from airflow_checkpoint_provider.operators.outlets import emit_output_events, output_outlet
 from airflow_checkpoint_provider.redaction import public_url
 from airflow_checkpoint_provider.sensors.checkpoint import push_checkpoint_keys
 from airflow_checkpoint_provider.ui.roots import job_page_url
@@ -56,32 +56,6 @@ _NOT_RUNTIME_OPTIONS = {"storage_options", "spec"}
 
 # The runtime's exit codes for bad input and a restore it refused: a retry would fail the same way.
 DEFINITIVE_EXIT_CODES = (EXIT_BAD_INPUT, EXIT_CANNOT_RESTORE)
-
-
-def sink_output(sink: str) -> str | None:
-    """The output folder of a ``parquet:PATH`` sink, or None (console, user sinks)."""
-    kind, _, path = str(sink).partition(":")
-    return path if kind == "parquet" and path else None
-
-
-def asset_uri(path: str) -> str:
-    """An Asset URI for an output folder: a URL as it is, a local path as ``file://``."""
-    return path.rstrip("/") if "://" in path else f"file://{os.path.abspath(path)}"
-
-
-def output_outlet(sink: str, job_name: str, task_id: str, dag_id: str) -> Asset | AssetAlias | None:
-    """What the operator declares as its outlet: an Asset for a fixed output path, an AssetAlias where the path
-    (or the job name) is templated, nothing for sinks without an output folder.
-
-    The alias is named ``checkpoint-output:<dag_id>:<job name>`` (the task id where the job name is templated):
-    scoped by DAG, so two DAGs that run jobs of one name never feed one alias by accident.
-    """
-    output = sink_output(sink)
-    if output is None:
-        return None
-    if "{{" in output or "{%" in output:
-        return AssetAlias(name=f"checkpoint-output:{dag_id}:{job_name if '{' not in job_name else task_id}")
-    return Asset(uri=asset_uri(output))
 
 
 def run_key_of(context: Context) -> str:
@@ -367,23 +341,8 @@ class CheckpointedStreamingJobOperator(DeferredDriverMixin, BaseOperator):
             self.log.warning("could not write the run report of run key %s", self._run_key, exc_info=True)
 
     def _emit_asset_events(self, context: Context, report: dict[str, Any]) -> None:
-        """Attach the run's checkpoint to the output's Asset event (an alias event only when rows were committed)."""
-        output = sink_output(self.sink)
-        if not self.emit_assets or output is None:
-            return
-        extra = {
-            "job_name": self.job_name,
-            "checkpoint_id": report.get("checkpoint_id"),
-            "batch_id": report.get("batch_id"),
-            "rows": report.get("rows"),
-            "run_id": report.get("run_id"),
-        }
-        uri = asset_uri(output)
-        for outlet in self.outlets:
-            if isinstance(outlet, AssetAlias) and report.get("rows"):
-                context["outlet_events"][outlet].add(Asset(uri=uri), extra=extra)
-            elif isinstance(outlet, Asset) and outlet.uri == uri:
-                context["outlet_events"][outlet].extra = extra
+        if self.emit_assets:
+            emit_output_events(context, self.outlets, self.sink, self.job_name, report)
 
     def on_kill(self) -> None:
         """Start a graceful stop and return within ``ON_KILL_SECONDS``: Airflow 3 sends SIGKILL about 5 s after
