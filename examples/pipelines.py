@@ -209,6 +209,21 @@ def transform_with_state_counts(spark: Any) -> Any:
     )
 
 
+def transform_with_state_ttl_counts(spark: Any) -> Any:
+    """``transform_with_state_counts`` with a TTL on every state variable and a processing-time timer.
+
+    Needs the RocksDB state store and, on PySpark 4.3.0, ``spark.sql.streaming.noDataMicroBatches.enabled=false``
+    (see ``examples.processors.ExpiringCountingProcessor``); use --output-mode update.
+    """
+    from examples.processors import ExpiringCountingProcessor
+
+    return (
+        timed_events(spark)
+        .groupBy("key")
+        .transformWithStateInPandas(ExpiringCountingProcessor(), "key string, count long", "Update", "ProcessingTime")
+    )
+
+
 def distinct_counts(spark: Any) -> Any:
     """Two stateful operators chained: ``dropDuplicates`` by id, then a count per key (use --output-mode update)."""
     return events(spark).dropDuplicates(["id"]).groupBy("key").count()

@@ -10,6 +10,11 @@ from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import LongType, StructField, StructType
 
 
+# How long the expiring processor's state lives untouched: a day, so nothing expires inside a test and the
+# counts stay exact, while Spark still keeps a TTL index beside each variable.
+STATE_TTL_MS = 24 * 3_600_000
+
+
 class CountingProcessor(StatefulProcessor):
     """A running count per key, with one state variable of each kind and a processing-time timer.
 
@@ -49,3 +54,28 @@ class CountingProcessor(StatefulProcessor):
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+class ExpiringCountingProcessor(CountingProcessor):
+    """``CountingProcessor`` with a TTL on each state variable and a processing-time timer.
+
+    Spark allows a TTL only with ``timeMode="ProcessingTime"``. PySpark 4.3.0 fails such a query in the
+    empty batch Spark runs after each one (a ``NullPointerException`` in ``PythonSQLMetrics``): run it with
+    ``spark.sql.streaming.noDataMicroBatches.enabled=false``. Expired values are then dropped at the end of
+    each batch that has data.
+    """
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        long_schema = StructType([StructField("v", LongType())])
+        self.handle = handle
+        self.count = handle.getValueState("count", long_schema, ttlDurationMs=STATE_TTL_MS)
+        self.recent = handle.getListState("recent", long_schema, ttlDurationMs=STATE_TTL_MS)
+        self.per_value = handle.getMapState("per_value", long_schema, long_schema, ttlDurationMs=STATE_TTL_MS)
+
+    def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
+        for frame in super().handleInputRows(key, rows, timerValues):
+            # The parent's timer is in event time; in processing-time mode a timer is on the wall clock.
+            for timer in self.handle.listTimers():
+                self.handle.deleteTimer(timer)
+            self.handle.registerTimer(timerValues.getCurrentProcessingTimeInMs() + STATE_TTL_MS)
+            yield frame

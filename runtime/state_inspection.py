@@ -137,10 +137,13 @@ def summary(spark: Any, location: str, snapshot: ValidCheckpoint) -> list[Partit
     found = []
     for store in sorted(stores, key=lambda row: (row["operatorId"], row["stateStoreName"])):
         operator, name = int(store["operatorId"]), str(store["stateStoreName"])
-        counts = {
-            int(row["partition_id"]): int(row["count"])
-            for row in _reader(spark, location, snapshot, operator, name).groupBy("partition_id").count().collect()
-        }
+        counts: dict[int, int] = {}
+        # Spark's state source reads a transformWithState store one variable at a time: its rows are the sum
+        # over its variables (a list's elements and a map's entries each count); its timers are left out.
+        for variable in state_variables(store) or [None]:
+            reader = _reader(spark, location, snapshot, operator, name, variable)
+            for row in reader.groupBy("partition_id").count().collect():
+                counts[int(row["partition_id"])] = counts.get(int(row["partition_id"]), 0) + int(row["count"])
         for partition in range(pinned or int(store["numPartitions"])):
             found.append(
                 PartitionSummary(
@@ -153,6 +156,22 @@ def summary(spark: Any, location: str, snapshot: ValidCheckpoint) -> list[Partit
                 )
             )
     return found
+
+
+def state_variables(store: Any) -> list[str]:
+    """A transformWithState store's state variables (timers left out), from Spark's ``state-metadata`` row of
+    it; empty for every other operator."""
+    fields = store.asDict() if hasattr(store, "asDict") else dict(store)
+    try:
+        properties = json.loads(fields.get("operatorProperties") or "{}")
+    except ValueError:
+        return []
+    variables = properties.get("stateVariables") if isinstance(properties, dict) else None
+    return [
+        str(v["stateName"])
+        for v in variables or []
+        if isinstance(v, dict) and v.get("stateName") and v.get("stateVariableType") != "TimerState"
+    ]
 
 
 def _reader(

@@ -60,8 +60,9 @@ def _rows_by_store(spark, capsys, root: Path, job: str, *which: str) -> tuple[li
     return found, rows
 
 
-def _variables(spark, capsys, root: Path, job: str, *which: str) -> dict[str, tuple[int, set[int]]]:
-    """transformWithState's rows and partitions per state variable (the example processor's three) and timers."""
+def _variables(spark, capsys, root: Path, job: str, *which: str) -> dict[str, tuple[list[str], set[int]]]:
+    """transformWithState's rows (without their partition: a TTL's expiry is in the value) and the partitions
+    they are in, per state variable (the example processor's three) and for its timers."""
     found = {}
     for name, option in (("count", ()), ("recent", ()), ("per_value", ()), ("timers", ("--timers",))):
         variable = option or ("--state-var", name)
@@ -69,7 +70,8 @@ def _variables(spark, capsys, root: Path, job: str, *which: str) -> dict[str, tu
         code, lines, err = _command(state_inspection, spark, capsys, root, job, *argv)
         assert code == 0, err
         rows = [json.loads(line) for line in lines]
-        found[name] = (len(rows), {row["partition_id"] for row in rows})
+        content = sorted(json.dumps({k: v for k, v in row.items() if k != "partition_id"}) for row in rows)
+        found[name] = (content, {row["partition_id"] for row in rows})
     return found
 
 
@@ -81,6 +83,7 @@ def _variables(spark, capsys, root: Path, job: str, *which: str) -> dict[str, tu
         pytest.param("dedup", "rocksdb", 4, 8, id="dedup-rocksdb-4-to-8", marks=pytest.mark.matrix),
         pytest.param("inner-join", "rocksdb", 8, 3, id="inner-join-rocksdb-8-to-3"),
         pytest.param("transformWithState", "rocksdb", 4, 8, id="transformWithState-rocksdb-4-to-8"),
+        pytest.param("transformWithState-ttl", "rocksdb", 4, 8, id="transformWithState-ttl-rocksdb-4-to-8"),
         # The HDFS-backed store (Spark's default): our own rewrite, keyed by Spark's hash of each key.
         pytest.param("aggregation", "hdfs", 4, 8, id="aggregation-hdfs-4-to-8"),
         pytest.param("inner-join", "hdfs", 8, 3, id="inner-join-hdfs-8-to-3"),
@@ -129,11 +132,18 @@ def test_a_rescaled_savepoint_runs_at_the_new_count_and_the_output_stays_exact(
 
     # Every state row is in one of the new partitions, and none went missing.
     source_id = ("--checkpoint-id", str(first["checkpoint_id"]))
-    if family_name == "transformWithState":  # Spark's state data source reads it one variable at a time
+    if family_name.startswith("transformWithState"):  # Spark's state data source reads one variable at a time
         after = _variables(spark, capsys, root, job, "--savepoint", savepoint)
         before = _variables(spark, capsys, root, job, *source_id)
+        # Every variable's rows, values and (with a TTL) expiry, and every timer, carried over exactly.
         assert {name: rows for name, (rows, _) in after.items()} == {n: r for n, (r, _) in before.items()}
         assert all(rows for rows, _ in after.values()), after
+        if family_name.endswith("-ttl"):
+            assert all("ttlExpirationMs" in row for row in after["count"][0]), after["count"][0][:2]
+        # The summary counts a transformWithState store's rows over its variables, per new partition.
+        found, rows_after = _rows_by_store(spark, capsys, root, job, "--savepoint", savepoint)
+        assert {p["partition"] for p in found} == set(range(new))
+        assert sum(rows_after.values()) == sum(len(rows) for name, (rows, _) in after.items() if name != "timers")
         assert all(partitions <= set(range(new)) for _, partitions in after.values())
     else:
         found, rows_after = _rows_by_store(spark, capsys, root, job, "--savepoint", savepoint)

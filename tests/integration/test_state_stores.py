@@ -30,6 +30,7 @@ DEFAULT = {
     ("rocksdb", "windowed-aggregation"),
     ("rocksdb-changelog", "dedup-within-watermark"),
     ("rocksdb-changelog", "transformWithState"),
+    ("rocksdb", "transformWithState-ttl"),
     ("rocksdb-changelog", "chained"),
     ("rocksdb-v2", "inner-join"),
     ("rocksdb-v2", "aggregation"),
@@ -65,7 +66,7 @@ def run_family(spark, tmp_path: Path, landing, family: Family, store: str, job: 
         output_mode=family.output_mode,
         sink=f"parquet:{tmp_path / 'out'}",
     )
-    return StreamingJob(parse_options([*argv, *store_args(store), *more]), spark).run()
+    return StreamingJob(parse_options([*argv, *store_args(store, family), *more]), spark).run()
 
 
 @pytest.mark.parametrize(("store", "family_name"), COMBINATIONS)

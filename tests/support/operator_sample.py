@@ -49,7 +49,7 @@ def run_combination(spark, folder: Path, store: str, family_name: str) -> dict:
         pipeline=f"examples.pipelines:{family.pipeline}",
         output_mode=family.output_mode,
         sink=f"parquet:{folder / 'out'}",
-    ) + store_args(store)
+    ) + store_args(store, family)
     result = {"store": store, "family": family_name}
     try:
         landing.add_files(4)

@@ -47,7 +47,7 @@ def test_killed_twice_and_restored_from_latest_the_output_is_exact(tmp_path: Pat
         "chaos-state",
         [f"upload@{rng.randint(2, 3)}", RANDOM],
         rng,
-        spark_conf=store_args(store),
+        spark_conf=store_args(store, family),
         pipeline=f"examples.pipelines:{family.pipeline}",
         output_mode=family.output_mode,
         figure_group="state-store chains",
