@@ -9,7 +9,6 @@ import pandas as pd
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import LongType, StructField, StructType
 
-
 # How long the expiring processor's state lives untouched: a day, so nothing expires inside a test and the
 # counts stay exact, while Spark still keeps a TTL index beside each variable.
 STATE_TTL_MS = 24 * 3_600_000
