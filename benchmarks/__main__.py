@@ -6,7 +6,8 @@ the checkpoint root on S3), ``benchmarks.request_cost`` (requests on S3), ``benc
 checkpoints), ``benchmarks.sensor_latency`` (real Airflow), ``benchmarks.page_latency`` (the checkpoint pages' cost
 to the API server's other pages), and at the scale users run: ``benchmarks.run`` again at 200 partitions with ours
 checkpointing to local disk and to S3, ``benchmarks.scale`` (4 to 1,000 partitions on S3, file merging off and on),
-``benchmarks.metadata_size`` (2,000 partitions, 1,000 checkpoints) and ``benchmarks.rescale`` (200 to 400
+``benchmarks.metadata_size`` (2,000 partitions, 1,000 checkpoints), ``benchmarks.long_run`` (a job's
+1,000 checkpoints at 200 partitions on S3) and ``benchmarks.rescale`` (200 to 400
 partitions, 10 and 100 MB, on S3; RocksDB, then HDFS-backed state). Each prints its table and writes its JSON
 under ``benchmarks/``; then ``benchmarks.report`` rewrites the tables in README.md and docs/*.md from those files.
 Run one alone for its options.
@@ -17,6 +18,7 @@ from __future__ import annotations
 import sys
 
 from benchmarks import (
+    long_run,
     metadata_size,
     page_latency,
     report,
@@ -59,6 +61,7 @@ RUNS = (
         ],
     ),  # fmt: skip
     (metadata_size.main, []),
+    (long_run.main, []),
     (rescale.main, []),
     (rescale.main, ["--store", "hdfs"]),
     (report.main, []),

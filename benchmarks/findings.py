@@ -37,6 +37,17 @@ ANSWER_GOAL_SECONDS = 10.0
 BATCH_PATH_GOAL_MS = 50
 POKE_GOAL_REQUESTS = 2
 AGE_GROWTH_ALLOWED = 1.15  # room for the one listing of the job folder, a page per 1,000 files
+# Checkpoints at 200 partitions on S3 with file merging (benchmarks.scale): requests (deletes shown apart)
+# and seconds; and the partition count at which the job must keep up with its interval.
+SCALE_GOAL_PARTITIONS = 200
+SCALE_GOAL_REQUESTS = 20
+SCALE_GOAL_P50_SECONDS = 1.0
+SCALE_GOAL_P95_SECONDS = 3.0
+KEEPS_UP_PARTITIONS = 1000
+# Over a job's life (benchmarks.long_run): the last window's requests and checkpoint p50 against the first's,
+# and the bytes stored against those the retained checkpoints reference.
+LONG_RUN_GROWTH_ALLOWED = 1.15
+LONG_RUN_DURATION_GROWTH_ALLOWED = 1.5  # seconds are noisier than requests on a shared 2-core machine
 
 
 def load(name: str) -> dict[str, Any]:
@@ -164,6 +175,42 @@ def restore_at_scale_cases() -> list[tuple[dict[str, Any], dict[str, Any], float
     return found
 
 
+SCALE_RESULTS = ("scale.json", "scale_queries.json")  # the partition sweep, then operators and stores at 200
+
+
+def scale_runs(partitions: int) -> list[dict[str, Any]]:
+    """The runs of ``benchmarks.scale`` at ``partitions`` with file merging on (the default on S3), every query
+    and store measured, those that failed included (a failure is kept as a finding)."""
+    return [
+        {**run, "results": name}
+        for name in SCALE_RESULTS
+        if (RESULTS / name).exists()
+        for run in load(name)["runs"]
+        if run["partitions"] == partitions and run["file_merging"] != "off"
+    ]
+
+
+def keeps_up(run: dict[str, Any]) -> bool:
+    """A job keeps up with its interval when several checkpoints completed while data arrived and none took
+    longer than the interval (one that does delays the next: the earlier unmerged runs grew 21 s, 44 s, 82 s)."""
+    seconds = run.get("checkpoint_seconds") or {}
+    return (
+        not run.get("failed")
+        and run.get("checkpoints", 0) >= 3
+        and seconds.get("max") is not None
+        and seconds["max"] <= run.get("interval_seconds", 10)
+    )
+
+
+def storage_bound(window: dict[str, Any]) -> float:
+    """The most a job may store for what its retained checkpoints reference: file merging's compaction rewrites
+    a segment once it is more than ``MAX_SPACE_AMPLIFICATION`` times its live bytes and its dead bytes reach
+    ``MIN_COMPACTED_DEAD_BYTES``, so each referenced segment may carry up to that much dead weight."""
+    from spark_checkpoint_runtime.file_merging import MAX_SPACE_AMPLIFICATION, MIN_COMPACTED_DEAD_BYTES
+
+    return MAX_SPACE_AMPLIFICATION * window["live_bytes"] + window["segments_referenced"] * MIN_COMPACTED_DEAD_BYTES
+
+
 # --- the goals ----------------------------------------------------------------------------------------
 
 
@@ -244,6 +291,46 @@ def judge_goals() -> list[Goal]:
                 {"young": young, "old": old, "first": aged[0], "last": aged[-1]},
             )
         )
+    at_200 = scale_runs(SCALE_GOAL_PARTITIONS)
+    if at_200:
+        goals.append(
+            Goal(
+                "checkpoints_at_scale",
+                all(
+                    not run.get("failed")
+                    and without_deletes(run["requests_per_checkpoint_by_kind"]) <= SCALE_GOAL_REQUESTS
+                    and run["checkpoint_seconds"]["p50"] < SCALE_GOAL_P50_SECONDS
+                    and run["checkpoint_seconds"]["p95"] < SCALE_GOAL_P95_SECONDS
+                    for run in at_200
+                ),
+                {"runs": at_200},
+            )
+        )
+    at_1000 = scale_runs(KEEPS_UP_PARTITIONS)
+    if at_1000:
+        goals.append(Goal("keeps_up", all(keeps_up(run) for run in at_1000), {"runs": at_1000}))
+    if (RESULTS / "long_run.json").exists():
+        long_run = load("long_run.json")
+        windows = long_run["windows"]
+        if len(windows) >= 2:
+            first, last = windows[0], windows[-1]
+            goals.append(
+                Goal(
+                    "no_growth",
+                    last["requests_per_checkpoint"] <= first["requests_per_checkpoint"] * LONG_RUN_GROWTH_ALLOWED
+                    and last["checkpoint_seconds"]["p50"]
+                    <= first["checkpoint_seconds"]["p50"] * LONG_RUN_DURATION_GROWTH_ALLOWED,
+                    {"run": long_run, "first": first, "last": last},
+                )
+            )
+        if windows:
+            goals.append(
+                Goal(
+                    "storage_bound",
+                    all(w["stored_bytes"] <= storage_bound(w) for w in windows),
+                    {"run": long_run, "worst": max(windows, key=lambda w: w["stored_bytes"] / storage_bound(w))},
+                )
+            )
     goal_seconds = retention["goal_seconds"]
     goals.append(
         Goal(

@@ -30,10 +30,15 @@ from benchmarks.findings import (
     BYTES_GOAL_RATIO,
     CHECKPOINTS_PER_DAY,
     IDLE_GOAL_PER_DAY,
+    KEEPS_UP_PARTITIONS,
     OVERHEAD_GOAL_PERCENT,
     REPO,
     RESTORE_GOAL_RATIO,
     RESTORE_S3_GOAL_RATIO,
+    SCALE_GOAL_P50_SECONDS,
+    SCALE_GOAL_P95_SECONDS,
+    SCALE_GOAL_PARTITIONS,
+    SCALE_GOAL_REQUESTS,
     Goal,
     batches_estimate,
     judge_goals,
@@ -45,7 +50,9 @@ from benchmarks.findings import (
     rounded,
     running_cost,
     runtime_changed_since,
+    storage_bound,
     throughput_estimate,
+    without_deletes,
 )
 
 README = REPO / "README.md"
@@ -462,6 +469,35 @@ def _goal_row(goal: Goal) -> list[str]:
                 f"{f['young']:g} requests (deletes aside) at chk-{first['first_id']} ({first['retained']} "
                 f"retained), {f['old']:g} at chk-{last['first_id']} ({last['retained']} retained)"
             )
+        case "checkpoints_at_scale":
+            asks = (
+                f"a checkpoint at {SCALE_GOAL_PARTITIONS} partitions on S3: at most {SCALE_GOAL_REQUESTS} requests "
+                f"(deletes apart), p50 under {SCALE_GOAL_P50_SECONDS:g} s, p95 under {SCALE_GOAL_P95_SECONDS:g} s"
+            )
+            measured = "; ".join(_scale_requests(run) for run in f["runs"])
+        case "keeps_up":
+            asks = f"at {num(KEEPS_UP_PARTITIONS)} partitions the job keeps up with a 10 s interval"
+            measured = "; ".join(_scale_pace(run) for run in f["runs"])
+        case "no_growth":
+            run, first, last = f["run"], f["first"], f["last"]
+            asks = f"no growth over {num(run['checkpoints'])} checkpoints at {num(run['partitions'])} partitions on S3"
+            measured = (
+                f"chk-{first['first_id']}: {first['requests_per_checkpoint']:g} requests, p50 "
+                f"{first['checkpoint_seconds']['p50']:g} s; chk-{last['first_id']}: "
+                f"{last['requests_per_checkpoint']:g} requests, p50 {last['checkpoint_seconds']['p50']:g} s; "
+                f"stored / live bytes at most {max(_stored_share(w) for w in run['windows']):.2f}"
+            )
+        case "storage_bound":
+            run, worst = f["run"], f["worst"]
+            asks = (
+                "storage proportional to live state: at most twice the bytes retained checkpoints reference, "
+                "plus the dead floor (1 MiB) of each referenced segment"
+            )
+            measured = (
+                f"at most {mb(worst['stored_bytes'])} stored for {mb(worst['live_bytes'])} live in "
+                f"{worst['segments_referenced']} segments (chk-{worst['first_id']}, bound "
+                f"{mb(storage_bound(worst))}), over {num(run['checkpoints'])} checkpoints"
+            )
         case "retention":
             asks = f"retention of 10,000 checkpoints under {f['goal_seconds']:g} s in every run"
             measured = (
@@ -470,6 +506,43 @@ def _goal_row(goal: Goal) -> list[str]:
         case _:
             raise KeyError(f"benchmarks.report cannot render goal {goal.name!r}")
     return [asks, _verdict(goal.met), measured]
+
+
+def _scale_requests(run: dict[str, Any]) -> str:
+    """One ``benchmarks.scale`` run's requests and seconds per checkpoint, as the goal judges them."""
+    if run.get("failed"):
+        return f"{run.get('query', 'count')}: no checkpoint measured ({run['failed']})"
+    by_kind = run["requests_per_checkpoint_by_kind"]
+    deletes = sum(v for kind, v in by_kind.items() if kind in ("DELETE", "DELETE_BATCH"))
+    seconds = run["checkpoint_seconds"]
+    return (
+        f"{run.get('query', 'count')}, {run.get('store', 'hdfs')} (`{run['results']}`): "
+        f"{without_deletes(by_kind):g} requests "
+        f"(+{deletes:g} batched deletes; S3 at 15 ms per request), p50 {seconds['p50']:g} s, "
+        f"p95 {seconds['p95']:g} s over "
+        f"{run['checkpoints']} checkpoints"
+    )
+
+
+def _scale_pace(run: dict[str, Any]) -> str:
+    """One ``benchmarks.scale`` run's pace: checkpoint durations against its interval, and trigger gaps."""
+    if run.get("failed"):
+        return f"no checkpoint measured ({run['failed']})"
+    seconds, gaps = run["checkpoint_seconds"], run.get("trigger_gap_seconds") or {}
+    text = (
+        f"{run['checkpoints']} checkpoint{'s' if run['checkpoints'] != 1 else ''} while data arrived (each must be "
+        f"done within the interval), p95 {seconds['p95']:g} s, max {seconds['max']:g} s "
+        f"(interval {run.get('interval_seconds', 10):g} s)"
+    )
+    if gaps.get("max") is not None:
+        text += f"; triggers {gaps['p50']:g} s apart (median), {gaps['max']:g} s at most"
+    if run.get("batches_covered"):
+        text += f"; {run['batches_covered']} batches covered"
+    return text
+
+
+def _stored_share(window: dict[str, Any]) -> float:
+    return window["stored_bytes"] / window["live_bytes"] if window["live_bytes"] else 0.0
 
 
 def _bytes_views(size: dict[str, Any]) -> str:
@@ -581,7 +654,31 @@ def throughput_at_scale() -> list[str]:
         sources.append(source(name, data, command))
     header = ["case", "batches/min plain", "batches/min ours", "ours/plain batches/min (95 % CI)"]
     header += ["batch ms p50 / p95 plain", "batch ms p50 / p95 ours", "ours/plain rows/s (95 % CI)"]
-    return [*table(header, rows), "", f"Ratios: the {ESTIMATOR}.", "", *sources]
+    return [*table(header, rows), "", f"Ratios: the {ESTIMATOR}.", "", *_batch_time_table(), *sources]
+
+
+def _batch_time_table() -> list[str]:
+    """Where the batch time and the machine went, per side, for the runs that recorded it (medians of runs)."""
+    rows = []
+    for name in AT_SCALE_RESULTS:
+        data = load(name)
+        for case, r in data["continuous"].items():
+            if "plain_state_commit_ms_median" not in r:
+                continue
+            rows.append(
+                [
+                    f"{_case(case)}, ours to {data['root']}",
+                    f"{num(r['plain_state_commit_ms_median'])} / {num(r['ours_state_commit_ms_median'])}",
+                    f"{r['plain_python_cpu_s_per_minute']:g} / {r['ours_python_cpu_s_per_minute']:g}",
+                    f"{r['plain_jvm_cpu_s_per_minute']:g} / {r['ours_jvm_cpu_s_per_minute']:g}",
+                ]
+            )
+    if not rows:
+        return []
+    header = ["case", "state store commit ms per batch, plain / ours (summed over partitions)",
+              "Python process CPU s per minute, plain / ours (S3 server included)",
+              "JVM CPU s per minute, plain / ours"]  # fmt: skip
+    return [*table(header, rows), ""]
 
 
 def scale(name: str = "scale.json") -> list[str]:
@@ -673,6 +770,7 @@ GENERATED: dict[str, Callable[[], list[str]]] = {
     "scale": scale,
     "throughput-at-scale": throughput_at_scale,
     "metadata-size": metadata_size,
+    "scale-queries": lambda: scale("scale_queries.json"),
     "restore-at-scale-local": lambda: state_size("state_size_p200.json"),
     "restore-at-scale-s3": lambda: state_size("state_size_p200_s3.json"),
 }

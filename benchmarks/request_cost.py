@@ -155,18 +155,27 @@ def _idle_rate(server: CountingS3Server, seconds: float) -> dict[str, float]:
 
 
 def _checkpoints_while_fed(
-    job: RunningJob, server: CountingS3Server, idle: dict[str, float], files: int, every: float, settle: float
+    job: RunningJob,
+    server: CountingS3Server,
+    idle: dict[str, float],
+    files: int,
+    every: float,
+    settle: float,
+    metadata: dict[int, Any] | None = None,
 ) -> dict[str, Any]:
     """Feed ``files`` files ``every`` seconds apart, then wait until no checkpoint has completed for ``settle``
     seconds; requests per checkpoint completed meanwhile (counted, not inferred from ids: a declined checkpoint
-    skips one), net of idle.
+    skips one), net of idle. ``metadata`` receives each of those checkpoints' ``_metadata`` as it is found:
+    retention keeps only the newest few, so reading them afterwards would miss the rest.
     """
     before, started = job.newest(), time.monotonic()
     seen: set[int] = set()
 
     def look() -> int:
-        completed = {m.id for m in job.storage.checkpoints.completed() if m.kind == "checkpoint" and m.id > before}
-        seen.update(completed)
+        completed = [m for m in job.storage.checkpoints.completed() if m.kind == "checkpoint" and m.id > before]
+        seen.update(m.id for m in completed)
+        if metadata is not None:
+            metadata.update((m.id, m) for m in completed)
         return max(seen, default=before)
 
     server.reset()

@@ -225,7 +225,8 @@ class ProgressLog:
     def __init__(self, spark: Any):
         from pyspark.sql.streaming import StreamingQueryListener
 
-        self.events: list[tuple[int, int, float, float]] = []  # batch id, rows, start s, duration s
+        # batch id, rows, start s, duration s, state stores' commit ms (summed over partitions, as Spark reports it)
+        self.events: list[tuple[int, int, float, float, float]] = []
         log = self
 
         class Listener(StreamingQueryListener):
@@ -236,7 +237,8 @@ class ProgressLog:
                 p = event.progress
                 started = datetime.fromisoformat(p.timestamp.replace("Z", "+00:00")).timestamp()
                 took = p.durationMs.get("triggerExecution", 0) / 1000
-                log.events.append((int(p.batchId), int(p.numInputRows), started, took))
+                commit = sum(o.commitTimeMs or 0 for o in p.stateOperators)
+                log.events.append((int(p.batchId), int(p.numInputRows), started, took, commit))
 
             def onQueryIdle(self, event: Any) -> None:
                 """No batch, nothing to count."""
@@ -247,14 +249,14 @@ class ProgressLog:
         self.listener = Listener()
         spark.streams.addListener(self.listener)
 
-    def take(self) -> list[tuple[int, int, float, float]]:
+    def take(self) -> list[tuple[int, int, float, float, float]]:
         """The events since the last call (the listener bus is asynchronous: let it drain first)."""
         time.sleep(0.5)
         events, self.events = self.events, []
         return sorted(events)
 
 
-def steady_rate(events: list[tuple[int, int, float, float]]) -> dict[str, float]:
+def steady_rate(events: list[tuple[int, int, float, float, float]]) -> dict[str, float]:
     """Rows per second by the wall clock from the end of the first batch to the end of the last one.
 
     The first batch carries the query's start-up (planning, code generation) on both sides; everything
@@ -272,6 +274,8 @@ def steady_rate(events: list[tuple[int, int, float, float]]) -> dict[str, float]
         "batches": len(batches),
         "batch_ms_median": statistics.median(e[3] for e in batches[1:]) * 1000,
         "batch_ms_p95": _percentile([e[3] * 1000 for e in batches[1:]], 95),
+        # Where a 200-partition batch's time goes: the state stores' commits (a file per partition each).
+        "state_commit_ms_median": statistics.median(e[4] for e in batches[1:]),
     }
 
 
@@ -318,6 +322,7 @@ def continuous_overhead(
     def one(side: str, stateful: bool, interval: str, tag: str, length: float) -> dict[str, float] | None:
         work = base / f"c-{side}-{tag}"
         progress.take()
+        cpu_before, started = cpu_seconds(), time.monotonic()
         if side == "plain":
             run_plain_continuous(spark, landing.path, work, stateful, length)
         else:
@@ -332,10 +337,14 @@ def continuous_overhead(
                 per_trigger=1,
                 **({"root": f"s3://{s3.bucket}/{tag}-{side}", "storage_options": s3.options} if s3 else {}),
             )
+        cpu_after, minutes = cpu_seconds(), (time.monotonic() - started) / 60
         events = progress.take()
         shutil.rmtree(work, ignore_errors=True)
         # A warm-up only warms: at 200 partitions its 15 s may hold a single batch, no rate to measure.
-        return None if tag.startswith("warm-") else steady_rate(events)
+        if tag.startswith("warm-"):
+            return None
+        used = {f"{name}_cpu_s_per_minute": (cpu_after[name] - cpu_before[name]) / minutes for name in cpu_after}
+        return {**steady_rate(events), **used}
 
     report: dict[str, Any] = {}
     try:
@@ -364,6 +373,11 @@ def continuous_overhead(
                 "ours_batch_ms_median": round(statistics.median(p["ours"]["batch_ms_median"] for p in pairs)),
                 "plain_batch_ms_p95": round(statistics.median(p["plain"]["batch_ms_p95"] for p in pairs)),
                 "ours_batch_ms_p95": round(statistics.median(p["ours"]["batch_ms_p95"] for p in pairs)),
+                **{
+                    f"{side}_{measure}": round(statistics.median(p[side][measure] for p in pairs), 1)
+                    for side in ("plain", "ours")
+                    for measure in ("state_commit_ms_median", "python_cpu_s_per_minute", "jvm_cpu_s_per_minute")
+                },
                 "pair_ratios": [round(r, 3) for r in ratios],
                 "ratio_rows_per_second": round(ratio, 3),
                 "overhead_percent": round((1 - ratio) * 100, 1),
@@ -371,6 +385,20 @@ def continuous_overhead(
     finally:
         spark.streams.removeListener(progress.listener)
     return report
+
+
+def cpu_seconds() -> dict[str, float]:
+    """CPU seconds used so far by this Python process (the driver's Python side; with ``--root s3`` also the
+    S3 server, which runs in it) and by its JVM (Spark's driver and executors in local mode)."""
+    import psutil
+
+    me = psutil.Process()
+    jvm = [child for child in me.children(recursive=True) if "java" in child.name()]
+    python = me.cpu_times()
+    return {
+        "python": python.user + python.system,
+        "jvm": sum(c.cpu_times().user + c.cpu_times().system for c in jvm),
+    }
 
 
 def _median(values: list[float]) -> float | None:

@@ -1,6 +1,6 @@
 """Checkpoints at the scale users run: 4 to 200+ shuffle partitions with the checkpoint root on S3.
 
-    .venv/bin/python -m benchmarks.scale [--partitions 4,50,200,1000] [--latency-ms 15] [--files 10] [--every 3]
+    .venv/bin/python -m benchmarks.scale [--partitions 4,50,200,1000] [--latency-ms 15] [--files 30] [--every 3]
     .venv/bin/python -m benchmarks.scale --partitions 200 --queries count,dedup,join --stores hdfs,rocksdb \
         --merging auto --out benchmarks/scale_queries.json
 
@@ -53,9 +53,8 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
 
 
-def new_files(storage, checkpoint_id: int, previous) -> tuple[int, int]:
-    """Objects a checkpoint wrote (a segment counts once) and the files in them."""
-    meta = storage.checkpoints.read(checkpoint_id)
+def new_files(meta, previous) -> tuple[int, int]:
+    """Objects a checkpoint wrote (a segment counts once) and the files in them, against the one before it."""
     known = {(f.path, f.offset) for f in previous.files} if previous is not None else set()
     fresh = [f for f in meta.files if (f.path, f.offset) not in known]
     return len({f.path for f in fresh}), len(fresh)
@@ -90,23 +89,20 @@ def one_run(
         "--conf", f"spark.sql.shuffle.partitions={partitions}", "--file-merging", merging,
         "--checkpoint-interval", f"{INTERVAL_SECONDS}s", "--pipeline", pipeline, "--output-mode", mode, *provider,
     )  # fmt: skip
+    metas: dict = {}
     try:
         job.started()
         idle = _idle_rate(server, 20)
-        busy = _checkpoints_while_fed(job, server, idle, files, every, settle=14)
-        ids = [m.id for m in job.storage.checkpoints.completed() if m.id >= busy["first_id"]]
+        busy = _checkpoints_while_fed(job, server, idle, files, every, settle=14, metadata=metas)
     finally:
         job.stop()
-    metas = {i: job.storage.checkpoints.read(i) for i in ids}
+    ids = sorted(metas)
     durations = [metas[i].durations_ms.get("total", 0) / 1000 for i in ids]
     # Seconds between one checkpoint's trigger and the next's while data arrived: a job that keeps up
     # triggers one every interval (or after every batch, when a batch takes longer than the interval).
     triggers = [metas[i].trigger_timestamp_ms / 1000 for i in ids]
     gaps = [later - earlier for earlier, later in zip(triggers, triggers[1:], strict=False)]
-    written = []
-    for i in ids:
-        previous = metas.get(i - 1) or _read_or_none(job.storage, i - 1)
-        written.append(new_files(job.storage, i, previous))
+    written = [new_files(metas[i], metas.get(i - 1)) for i in ids[1:]]
     return {
         "partitions": partitions,
         "query": query,
@@ -133,13 +129,6 @@ def one_run(
     }
 
 
-def _read_or_none(storage, checkpoint_id: int):
-    try:
-        return storage.checkpoints.read(checkpoint_id)
-    except Exception:  # noqa: BLE001 - retention took it: count every file as new
-        return None
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--partitions", default="4,50,200,1000", help="comma-separated shuffle partition counts")
@@ -153,7 +142,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stores", default="hdfs", help="comma-separated state stores: hdfs, rocksdb")
     parser.add_argument("--merging", help="only this file merging mode (default: off, then auto)")
     parser.add_argument("--latency-ms", type=float, default=15.0, help="wait before each S3 request (default 15)")
-    parser.add_argument("--files", type=int, default=10, help="files landed while measuring (default 10)")
+    parser.add_argument(
+        "--files", type=int, default=30, help="files landed while measuring (default 30: 90 s, several checkpoints)"
+    )
     parser.add_argument("--every", type=float, default=3.0, help="seconds between landed files (default 3)")
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "scale.json"))
     args = parser.parse_args(argv)

@@ -26,6 +26,9 @@ def test_continuous_overhead_measures_steady_state_pairs(spark, tmp_path):
     assert len(row["pair_ratios"]) == 2 and row["plain_rows_per_second"] > 0 and row["ours_rows_per_second"] > 0
     assert row["overhead_percent"] == pytest.approx((1 - row["ratio_rows_per_second"]) * 100, abs=0.1)
     assert row["plain_batches_per_minute"] > 0 and row["ours_batches_per_minute"] > 0
+    # Where the time and the machine went, per side: the JVM ran the batches; a stateless query commits no state.
+    assert row["plain_jvm_cpu_s_per_minute"] > 0 and row["ours_jvm_cpu_s_per_minute"] > 0
+    assert row["ours_python_cpu_s_per_minute"] > 0 and row["ours_state_commit_ms_median"] == 0
     for estimate in (row["rows_per_second_ratio"], row["batches_per_minute_ratio"]):
         assert estimate["pairs"] == 2 and estimate["low"] <= estimate["median"] <= estimate["high"]
 

@@ -42,6 +42,8 @@ def test_every_goal_is_judged(results: Path):
         "idle",
         "sensor_poke",
         "checkpoint_by_age",
+        "checkpoints_at_scale",
+        "keeps_up",
         "retention",
     ]
     assert all(isinstance(met, bool) for met in verdicts.values())
@@ -113,3 +115,110 @@ def test_the_running_cost_adds_the_kill_watch_and_a_checkpoint_every_ten_seconds
     assert cost.dollars_per_month_checkpointing == pytest.approx(daily * 30 + 2 * 0.005 / 1000 * 8640 * 30)
     del job["checkpoint_by_age"]
     assert findings.running_cost(job).dollars_per_month_checkpointing is None
+
+
+def _scale_run(partitions: int):
+    def pick(data: dict) -> dict:
+        return next(r for r in data["runs"] if r["partitions"] == partitions and r["file_merging"] != "off")
+
+    return pick
+
+
+def test_a_checkpoint_at_200_partitions_is_judged_on_its_requests_and_both_percentiles(results: Path):
+    def meets(data: dict) -> None:
+        for run in data["runs"]:
+            if run["partitions"] == 200:
+                run["requests_per_checkpoint_by_kind"] = {"PUT": 3.0, "LIST": 8.0, "DELETE_BATCH": 5.0}
+                run["checkpoint_seconds"].update(p50=0.5, p95=2.9)
+                run.pop("failed", None)
+
+    for name in findings.SCALE_RESULTS:
+        _edit(results, name, meets)
+    assert _verdicts()["checkpoints_at_scale"] is True, "deletes are shown apart, not counted"
+    # Every operator and store measured at 200 partitions counts, not the sweep's aggregation alone.
+    _edit(results, "scale_queries.json", lambda d: d["runs"][-1]["checkpoint_seconds"].update(p50=1.0))
+    assert _verdicts()["checkpoints_at_scale"] is False
+    _edit(results, "scale_queries.json", meets)
+    _edit(results, "scale.json", lambda d: _scale_run(200)(d)["checkpoint_seconds"].update(p95=3.0))
+    assert _verdicts()["checkpoints_at_scale"] is False
+    _edit(results, "scale.json", lambda d: _scale_run(200)(d)["checkpoint_seconds"].update(p95=1.0))
+    _edit(results, "scale.json", lambda d: _scale_run(200)(d)["requests_per_checkpoint_by_kind"].update(PUT=12.1))
+    assert _verdicts()["checkpoints_at_scale"] is False
+
+
+def test_a_job_keeps_up_only_with_several_checkpoints_each_within_the_interval(results: Path):
+    def meets(data: dict) -> None:
+        run = _scale_run(1000)(data)
+        run.pop("failed", None)
+        run.update(checkpoints=5, interval_seconds=10, checkpoint_seconds={"p50": 1.0, "p95": 2.0, "max": 9.9})
+
+    _edit(results, "scale.json", meets)
+    assert _verdicts()["keeps_up"] is True
+    _edit(results, "scale.json", lambda d: _scale_run(1000)(d)["checkpoint_seconds"].update(max=10.5))
+    assert _verdicts()["keeps_up"] is False
+    _edit(results, "scale.json", lambda d: _scale_run(1000)(d).update(checkpoints=1))
+    _edit(results, "scale.json", lambda d: _scale_run(1000)(d)["checkpoint_seconds"].update(max=1.0))
+    assert _verdicts()["keeps_up"] is False, "one checkpoint says nothing about keeping up"
+
+
+def _long_run(results: Path) -> None:
+    """A ``benchmarks.long_run`` result of two windows, for the goals judged from it."""
+
+    def window(first_id: int) -> dict:
+        return {
+            "first_id": first_id,
+            "checkpoints": 20,
+            "requests_per_checkpoint": 20.0,
+            "checkpoint_seconds": {"p50": 0.2, "p95": 0.3, "max": 0.4, "measured": 20},
+            "stored_bytes": 15_000_000,
+            "live_bytes": 10_000_000,
+            "segments_referenced": 4,
+        }
+
+    data = {"partitions": 200, "checkpoints": 1000, "windows": [window(20), window(981)], "argv": []}
+    (results / "long_run.json").write_text(json.dumps(data))
+
+
+def test_the_long_run_goals_are_judged_where_a_long_run_was_measured(results: Path):
+    _long_run(results)
+    goals = [goal.name for goal in findings.judge_goals()]
+    assert goals[goals.index("keeps_up") + 1 : goals.index("retention")] == ["no_growth", "storage_bound"]
+
+
+def test_growth_over_a_jobs_life_compares_its_last_window_with_its_first(results: Path):
+    _long_run(results)
+
+    def windows(requests: float, p50: float):
+        def change(data: dict) -> None:
+            data["windows"][0].update(requests_per_checkpoint=20.0)
+            data["windows"][0]["checkpoint_seconds"]["p50"] = 0.2
+            data["windows"][-1].update(requests_per_checkpoint=requests)
+            data["windows"][-1]["checkpoint_seconds"]["p50"] = p50
+
+        return change
+
+    _edit(results, "long_run.json", windows(22.0, 0.25))
+    assert _verdicts()["no_growth"] is True
+    _edit(results, "long_run.json", windows(23.5, 0.25))  # more than 15 % more requests
+    assert _verdicts()["no_growth"] is False
+    _edit(results, "long_run.json", windows(20.0, 0.31))  # a p50 more than half again as long
+    assert _verdicts()["no_growth"] is False
+
+
+def test_storage_is_bounded_by_live_bytes_and_each_referenced_segments_dead_floor(results: Path):
+    from spark_checkpoint_runtime.file_merging import MIN_COMPACTED_DEAD_BYTES
+
+    _long_run(results)
+
+    def stored(extra: int):
+        def change(data: dict) -> None:
+            for window in data["windows"]:
+                window.update(live_bytes=10_000_000, segments_referenced=4)
+                window["stored_bytes"] = 20_000_000 + 4 * MIN_COMPACTED_DEAD_BYTES + extra
+
+        return change
+
+    _edit(results, "long_run.json", stored(0))
+    assert _verdicts()["storage_bound"] is True
+    _edit(results, "long_run.json", stored(1))
+    assert _verdicts()["storage_bound"] is False
