@@ -165,12 +165,13 @@ with DAG(
     )
     # Deferred: the task frees its worker slot while its driver runs and the triggerer follows it. Try 1 is
     # killed through a kill request the trigger serves; try 2 is frozen (SIGSTOP), and the trigger kills it when
-    # its heartbeat stays unchanged for the lease timeout; try 3 restores and runs until its max duration.
+    # its heartbeat stays unchanged for the lease timeout; try 3 restores and runs until its max duration, long
+    # enough for the (up to three) files still unread then: one batch a file, the first slow in a cold driver.
     deferred = job(
         "deferred",
         trigger="continuous",
         batch_interval="500ms",
-        max_duration="15s",
+        max_duration="40s",
         deferrable=True,
         driver_poll_interval=1,
         runtime_options={"lease_timeout": "6s"},
