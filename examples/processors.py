@@ -15,7 +15,7 @@ STATE_TTL_MS = 24 * 3_600_000
 
 
 class CountingProcessor(StatefulProcessor):
-    """A running count per key, with one state variable of each kind and a processing-time timer.
+    """A running count per key, with one state variable of each kind and an event-time timer.
 
     - ``count`` (value state): the running count, emitted after every batch that touches the key;
     - ``recent`` (list state): the key's last three ids;
@@ -26,12 +26,15 @@ class CountingProcessor(StatefulProcessor):
       would never end.
     """
 
+    # How long each state variable lives untouched (None: for ever).
+    TTL_MS: int | None = None
+
     def init(self, handle: StatefulProcessorHandle) -> None:
         long_schema = StructType([StructField("v", LongType())])
         self.handle = handle
-        self.count = handle.getValueState("count", long_schema)
-        self.recent = handle.getListState("recent", long_schema)
-        self.per_value = handle.getMapState("per_value", long_schema, long_schema)
+        self.count = handle.getValueState("count", long_schema, ttlDurationMs=self.TTL_MS)
+        self.recent = handle.getListState("recent", long_schema, ttlDurationMs=self.TTL_MS)
+        self.per_value = handle.getMapState("per_value", long_schema, long_schema, ttlDurationMs=self.TTL_MS)
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
         total = self.count.get()[0] if self.count.exists() else 0
@@ -48,8 +51,12 @@ class CountingProcessor(StatefulProcessor):
         self.recent.put([(i,) for i in ids[-3:]])
         for timer in self.handle.listTimers():
             self.handle.deleteTimer(timer)
-        self.handle.registerTimer(newest + 2 * 3_600_000)
+        self.handle.registerTimer(self._next_timer(newest, timerValues))
         yield pd.DataFrame({"key": [key[0]], "count": [total]})
+
+    def _next_timer(self, newest: int, timerValues: Any) -> int:
+        """When the key's one timer fires: here in event time, two hours after its newest event."""
+        return newest + 2 * 3_600_000
 
     def close(self) -> None:
         """Nothing to release."""
@@ -64,17 +71,8 @@ class ExpiringCountingProcessor(CountingProcessor):
     each batch that has data.
     """
 
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        long_schema = StructType([StructField("v", LongType())])
-        self.handle = handle
-        self.count = handle.getValueState("count", long_schema, ttlDurationMs=STATE_TTL_MS)
-        self.recent = handle.getListState("recent", long_schema, ttlDurationMs=STATE_TTL_MS)
-        self.per_value = handle.getMapState("per_value", long_schema, long_schema, ttlDurationMs=STATE_TTL_MS)
+    TTL_MS = STATE_TTL_MS
 
-    def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
-        for frame in super().handleInputRows(key, rows, timerValues):
-            # The parent's timer is in event time; in processing-time mode a timer is on the wall clock.
-            for timer in self.handle.listTimers():
-                self.handle.deleteTimer(timer)
-            self.handle.registerTimer(timerValues.getCurrentProcessingTimeInMs() + STATE_TTL_MS)
-            yield frame
+    def _next_timer(self, newest: int, timerValues: Any) -> int:
+        # In processing-time mode (which a TTL requires) a timer is on the wall clock.
+        return timerValues.getCurrentProcessingTimeInMs() + STATE_TTL_MS

@@ -36,7 +36,7 @@ STORES: dict[str, dict[str, str]] = {
         "spark.sql.streaming.stateStore.maintenanceInterval": "1s",
     },
 }
-STATE_CONFS = sorted({key for confs in STORES.values() for key in confs})
+STORE_CONFS = {key for confs in STORES.values() for key in confs}
 
 
 def event_seconds(row_id: int) -> int:
@@ -153,7 +153,7 @@ FAMILIES: dict[str, Family] = {
     "chained": Family("distinct_counts", "update", ("aggregation", "deduplication"), check_counts),
 }
 # Every conf a store or a family sets: tests that share a session unset them afterwards.
-STATE_CONFS = sorted({*STATE_CONFS, *(key for family in FAMILIES.values() for key, _ in family.confs)})
+STATE_CONFS = sorted({*STORE_CONFS, *(key for family in FAMILIES.values() for key, _ in family.confs)})
 
 
 def store_args(store: str, family: Family | None = None) -> list[str]:
