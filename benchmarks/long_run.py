@@ -20,7 +20,6 @@ resident memory of the job's Python driver and its JVM. Writes ``benchmarks/long
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 import time
@@ -30,10 +29,11 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchmarks.processes import jvms_under  # noqa: E402
 from benchmarks.provenance import write_result  # noqa: E402
 from benchmarks.request_cost import RunningJob  # noqa: E402
 from benchmarks.s3_requests import CountingS3Server  # noqa: E402
-from benchmarks.scale import percentile  # noqa: E402
+from benchmarks.scale import timing  # noqa: E402
 from spark_checkpoint_runtime.layout.names import SEGMENTS_DIR  # noqa: E402
 
 FEED_EVERY = 1.0  # seconds between landed files: more than a batch consumes, so batches run back to back
@@ -61,30 +61,11 @@ def resident_mib(job: RunningJob) -> dict[str, float]:
     import psutil
 
     driver = psutil.Process(job.process.pid)
-    jvm = [c for c in driver.children(recursive=True) if "java" in c.name()]
+    jvm = jvms_under(driver)
     return {
         "driver_python_mib": round(driver.memory_info().rss / 2**20, 1),
         "jvm_mib": round(sum(c.memory_info().rss for c in jvm) / 2**20, 1),
     }
-
-
-def feed_until(job: RunningJob, checkpoint_id: int, timeout: float, seen: dict[int, Any] | None = None) -> None:
-    """Land a file every ``FEED_EVERY`` seconds until checkpoint ``checkpoint_id`` has completed; each completed
-    checkpoint's ``_metadata`` goes into ``seen`` as it is found (retention keeps only the newest three)."""
-    deadline = time.monotonic() + timeout
-    newest = 0
-    while newest < checkpoint_id:
-        if job.process.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(
-                f"checkpoint {checkpoint_id}: the job exited {job.process.returncode} or fell behind; "
-                f"see {job.log_path}"
-            )
-        job.landing.add_file()
-        time.sleep(FEED_EVERY)
-        completed = job.storage.checkpoints.completed()
-        newest = max((m.id for m in completed), default=0)
-        if seen is not None:
-            seen.update((m.id, m) for m in completed if m.kind == "checkpoint")
 
 
 def measure_window(job: RunningJob, server: CountingS3Server, window: int) -> dict[str, Any]:
@@ -94,13 +75,9 @@ def measure_window(job: RunningJob, server: CountingS3Server, window: int) -> di
     seen: dict[int, Any] = {}
     server.reset()
     started = time.monotonic()
-    feed_until(job, last, timeout=window * 120, seen=seen)
+    newest = job.feed_until(last, FEED_EVERY, timeout=window * 120, seen=seen)
     counts, elapsed = server.snapshot(), time.monotonic() - started
-    completed = job.newest() - first + 1  # by id: requests are divided by every checkpoint made meanwhile
-    made = [seen[i] for i in sorted(seen) if first <= i <= last]
-    durations = [m.durations_ms.get("total", 0) / 1000 for m in made]
-    triggers = [m.trigger_timestamp_ms / 1000 for m in made]
-    gaps = [b - a for a, b in zip(triggers, triggers[1:], strict=False)]
+    completed = newest - first + 1  # by id: requests are divided by every checkpoint made meanwhile
     return {
         "first_id": first,
         "checkpoints": completed,
@@ -109,13 +86,7 @@ def measure_window(job: RunningJob, server: CountingS3Server, window: int) -> di
         "requests_per_checkpoint_by_kind": {
             kind: round(n / completed, 1) for kind, n in counts.items() if kind != "total" and n
         },
-        "checkpoint_seconds": {
-            "p50": round(statistics.median(durations), 3) if durations else None,
-            "p95": round(percentile(durations, 0.95), 3) if durations else None,
-            "max": round(max(durations), 3) if durations else None,
-            "measured": len(durations),
-        },
-        "trigger_gap_seconds_p50": round(statistics.median(gaps), 2) if gaps else None,
+        **timing([seen[i] for i in sorted(seen) if first <= i <= last]),
         **stored_and_live(job),
         **resident_mib(job),
     }
@@ -146,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 job.started()
                 for sample in samples:
-                    feed_until(job, sample - 1, timeout=3 * 3600)
+                    job.feed_until(sample - 1, FEED_EVERY)
                     windows.append(measure_window(job, server, args.window))
                     print(windows[-1], flush=True)
                     write_result(args.out, result(args, argv, windows, started))

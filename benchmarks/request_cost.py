@@ -125,6 +125,28 @@ class RunningJob:
     def newest(self) -> int:
         return max((m.id for m in self.storage.checkpoints.completed()), default=0)
 
+    def feed_until(
+        self, checkpoint_id: int, every: float, timeout: float = 3 * 3600, seen: dict[int, Any] | None = None
+    ) -> int:
+        """Land a file every ``every`` seconds until checkpoint ``checkpoint_id`` has completed (the job ages: a
+        batch, and a checkpoint, for each file). Each completed checkpoint's ``_metadata`` goes into ``seen`` as
+        it is found (retention keeps only the newest few). Returns the newest checkpoint id seen."""
+        deadline = time.monotonic() + timeout
+        newest = self.newest()
+        while newest < checkpoint_id:
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"checkpoint {checkpoint_id}: the job exited {self.process.returncode} or fell behind; "
+                    f"see {self.log_path}"
+                )
+            self.landing.add_file()
+            time.sleep(every)
+            completed = self.storage.checkpoints.completed()
+            newest = max((m.id for m in completed), default=0)
+            if seen is not None:
+                seen.update((m.id, m) for m in completed if m.kind == "checkpoint")
+        return newest
+
     def wait(self, condition, timeout: float, what: str) -> None:
         deadline = time.monotonic() + timeout
         while not condition():
@@ -215,12 +237,7 @@ def checkpoint_cost_by_age(server: CountingS3Server, folder: Path, age: int) -> 
         job.started()
         idle = _idle_rate(server, 30)
         young = _checkpoints_while_fed(job, server, idle, 10, 2, settle=4)
-        target = job.newest() + age
-        while job.newest() < target:  # age the job: a batch, and a checkpoint, about every second
-            if job.process.poll() is not None:
-                raise RuntimeError(f"the job exited {job.process.returncode} while aging; see {job.log_path}")
-            job.landing.add_file()
-            time.sleep(0.7)
+        job.feed_until(job.newest() + age, every=0.7)  # age the job: a batch, and a checkpoint, about every second
         time.sleep(5)
         old = _checkpoints_while_fed(job, server, idle, 10, 2, settle=4)
     finally:

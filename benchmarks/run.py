@@ -39,6 +39,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks import pipelines  # noqa: E402
 from benchmarks.estimate import NAME, Estimate, paired_ratios  # noqa: E402
+from benchmarks.processes import jvms_under  # noqa: E402
 from benchmarks.provenance import write_result  # noqa: E402
 from benchmarks.s3_requests import CountingS3Server  # noqa: E402
 from tests.support.landing import Landing  # noqa: E402
@@ -393,7 +394,7 @@ def cpu_seconds() -> dict[str, float]:
     import psutil
 
     me = psutil.Process()
-    jvm = [child for child in me.children(recursive=True) if "java" in child.name()]
+    jvm = jvms_under(me)
     python = me.cpu_times()
     return {
         "python": python.user + python.system,

@@ -25,6 +25,7 @@ import statistics
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -58,6 +59,27 @@ def new_files(meta, previous) -> tuple[int, int]:
     known = {(f.path, f.offset) for f in previous.files} if previous is not None else set()
     fresh = [f for f in meta.files if (f.path, f.offset) not in known]
     return len({f.path for f in fresh}), len(fresh)
+
+
+def timing(metas: list) -> dict[str, dict[str, Any]]:
+    """Each checkpoint's duration from its ``_metadata`` (p50, p95, max and all), and the seconds between one
+    checkpoint's trigger and the next's while data arrived (p50, max): a job that keeps up triggers one every
+    interval, or after every batch when a batch takes longer than the interval."""
+    durations = [m.durations_ms.get("total", 0) / 1000 for m in metas]
+    triggers = [m.trigger_timestamp_ms / 1000 for m in metas]
+    gaps = [later - earlier for earlier, later in zip(triggers, triggers[1:], strict=False)]
+    return {
+        "checkpoint_seconds": {
+            "p50": round(statistics.median(durations), 2) if durations else None,
+            "p95": round(percentile(durations, 0.95), 2) if durations else None,
+            "max": round(max(durations), 2) if durations else None,
+            "all": [round(d, 2) for d in durations],
+        },
+        "trigger_gap_seconds": {
+            "p50": round(statistics.median(gaps), 2) if gaps else None,
+            "max": round(max(gaps), 2) if gaps else None,
+        },
+    }
 
 
 # Query name -> (pipeline, output mode): the stateful operators users run most.
@@ -97,11 +119,6 @@ def one_run(
     finally:
         job.stop()
     ids = sorted(metas)
-    durations = [metas[i].durations_ms.get("total", 0) / 1000 for i in ids]
-    # Seconds between one checkpoint's trigger and the next's while data arrived: a job that keeps up
-    # triggers one every interval (or after every batch, when a batch takes longer than the interval).
-    triggers = [metas[i].trigger_timestamp_ms / 1000 for i in ids]
-    gaps = [later - earlier for earlier, later in zip(triggers, triggers[1:], strict=False)]
     written = [new_files(metas[i], metas.get(i - 1)) for i in ids[1:]]
     return {
         "partitions": partitions,
@@ -113,17 +130,8 @@ def one_run(
         "requests_per_checkpoint_by_kind": busy["per_checkpoint_by_kind"],
         "objects_written_per_checkpoint": statistics.median(w[0] for w in written) if written else None,
         "files_per_checkpoint": statistics.median(w[1] for w in written) if written else None,
-        "checkpoint_seconds": {
-            "p50": round(statistics.median(durations), 2) if durations else None,
-            "p95": round(percentile(durations, 0.95), 2) if durations else None,
-            "max": round(max(durations), 2) if durations else None,
-            "all": [round(d, 2) for d in durations],
-        },
+        **timing([metas[i] for i in ids]),
         "interval_seconds": INTERVAL_SECONDS,
-        "trigger_gap_seconds": {
-            "p50": round(statistics.median(gaps), 2) if gaps else None,
-            "max": round(max(gaps), 2) if gaps else None,
-        },
         "batches_covered": (metas[ids[-1]].batch_id - metas[ids[0]].batch_id + 1) if ids else 0,
         "monthly_request_cost_usd": monthly_cost(busy["per_checkpoint_by_kind"]),
     }
