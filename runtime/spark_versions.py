@@ -52,8 +52,9 @@ def _dotted(version: tuple[int, ...]) -> str:
 # Each: what the user asked for -> the first Spark that has it.
 # State store checkpoint format version 2 (state files named by unique id): Spark 4.0.
 CHECKPOINT_FORMAT_V2 = (4, 0)
-# transformWithState / transformWithStateInPandas: Spark 4.0.
+# transformWithState / transformWithStateInPandas: Spark 4.0; PySpark's row-based transformWithState: 4.1.
 TRANSFORM_WITH_STATE = (4, 0)
+ROW_TRANSFORM_WITH_STATE = (4, 1)
 # The offline state repartition (a checkpoint folder rewritten for a new partition count), which rescale uses.
 OFFLINE_REPARTITION = (4, 3)
 # Streaming deduplication looks its keys up with -0.0 as 0.0 (SPARK-56280): Spark 4.2. Aggregations, joins and
@@ -68,7 +69,7 @@ ROW_CHECKSUMS = (4, 2)
 # Each: the API's name -> the feature it belongs to and the first Spark that has it.
 NEWER_APIS = {
     "transformWithStateInPandas": ("transformWithState", TRANSFORM_WITH_STATE),
-    "transformWithState": ("transformWithState", TRANSFORM_WITH_STATE),
+    "transformWithState": ("the row-based transformWithState", ROW_TRANSFORM_WITH_STATE),
     "StatefulProcessor": ("transformWithState (StatefulProcessor)", TRANSFORM_WITH_STATE),
     "StatefulProcessorHandle": ("transformWithState (StatefulProcessorHandle)", TRANSFORM_WITH_STATE),
 }
@@ -108,6 +109,31 @@ def check_features(running: tuple[int, int, int], state_store: dict[str, Any], o
         require("spark.sql.streaming.stateStore.checkpointFormatVersion=2", CHECKPOINT_FORMAT_V2, running)
     if any(op.get("type") == "transformWithState" for op in operators):
         require("transformWithState", TRANSFORM_WITH_STATE, running)
+
+
+# PySpark's transformWithState in processing-time mode (the mode a TTL on its state needs) fails in the empty
+# batch Spark runs after each batch: TransformWithStateExec asks for another batch in that mode, and the Python
+# operator's metrics throw a NullPointerException in it (INTERNAL_ERROR; the query stops making progress). Seen
+# on 4.3.0; 4.0.5, 4.1.4 and 4.2.1 run the same query. With no-data batches off, every batch has data and it runs.
+PYTHON_PROCESSING_TIME_STATE_NEEDS_DATA_BATCHES = ((4, 3), (4, 3))
+NO_DATA_BATCHES_CONF = "spark.sql.streaming.noDataMicroBatches.enabled"
+
+
+def check_processing_time_state(running: tuple[int, int, int], operators: list[dict], no_data_batches: str) -> None:
+    """Refuse, before the query starts, a processing-time transformWithState that this Spark would fail in its
+    first empty batch, unless ``spark.sql.streaming.noDataMicroBatches.enabled`` is ``false``."""
+    first, last = PYTHON_PROCESSING_TIME_STATE_NEEDS_DATA_BATCHES
+    if not first <= running[:2] <= last or no_data_batches.strip().lower() == "false":
+        return
+    for op in operators:
+        mode = op.get("key", ["", ""])[-1] if op.get("type") == "transformWithState" else ""
+        if str(mode).startswith("ProcessingTime"):
+            raise UnsupportedSparkFeature(
+                f"transformWithState in processing-time mode (a TTL on its state needs that mode) fails on Spark "
+                f"{_dotted(running)} in the empty batch Spark runs after each batch (a NullPointerException, "
+                f"INTERNAL_ERROR). Set {NO_DATA_BATCHES_CONF}=false (--conf): every batch then has data, and "
+                "expired state and processing-time timers are handled in the next batch that has data"
+            )
 
 
 # -- Behaviour that differs --------------------------------------------------------------------------------

@@ -8,7 +8,13 @@ from typing import Any
 from spark_checkpoint_runtime.errors import PipelineError
 from spark_checkpoint_runtime.fingerprint import SNAPSHOTTABLE_PROVIDERS, plan_fingerprint, state_store_settings
 from spark_checkpoint_runtime.options import JobOptions
-from spark_checkpoint_runtime.spark_versions import check_features, check_supported, missing_api
+from spark_checkpoint_runtime.spark_versions import (
+    NO_DATA_BATCHES_CONF,
+    check_features,
+    check_processing_time_state,
+    check_supported,
+    missing_api,
+)
 from spark_checkpoint_runtime.state_files import UnsupportedStateStore
 
 
@@ -54,7 +60,9 @@ def _explain_missing_api(error: Exception, spark: Any) -> None:
 def job_fingerprint(df: Any, spark: Any) -> dict[str, Any]:
     """The stateful plan and state store settings, refused when the runtime cannot snapshot the store."""
     fingerprint = {**plan_fingerprint(df), "state_store": state_store_settings(spark)}
-    check_features(check_supported(spark.version), fingerprint["state_store"], fingerprint["operators"])
+    running = check_supported(spark.version)
+    check_features(running, fingerprint["state_store"], fingerprint["operators"])
+    check_processing_time_state(running, fingerprint["operators"], spark.conf.get(NO_DATA_BATCHES_CONF, "true"))
     provider = fingerprint["state_store"]["provider_class"]
     if fingerprint["operators"] and fingerprint["state_store"]["provider"] not in SNAPSHOTTABLE_PROVIDERS:
         raise UnsupportedStateStore(

@@ -12,6 +12,7 @@ import pytest
 from spark_checkpoint_runtime.spark_versions import (
     UnsupportedSparkFeature,
     check_features,
+    check_processing_time_state,
     check_supported,
     missing_api,
     parse_version,
@@ -47,6 +48,20 @@ def test_features_newer_than_the_running_spark_are_refused_at_start():
     check_features((3, 5, 9), {"checkpoint_format_version": 1}, [{"type": "aggregation"}])
 
 
+def test_a_processing_time_transform_with_state_needs_no_data_batches_off_where_spark_fails_them():
+    processing = [
+        {"type": "aggregation", "key": ["key"]},
+        {"type": "transformWithState", "key": ["1", "ProcessingTime"]},
+    ]
+    with pytest.raises(UnsupportedSparkFeature, match=r"Spark 4\.3\.0 .*noDataMicroBatches\.enabled=false"):
+        check_processing_time_state((4, 3, 0), processing, "true")
+    check_processing_time_state((4, 3, 0), processing, " False ")  # set as the message asks: it runs
+    check_processing_time_state((4, 2, 1), processing, "true")  # 4.0 to 4.2 run it
+    check_processing_time_state((4, 4, 0), processing, "true")  # a newer Spark is not presumed broken
+    event_time = [{"type": "transformWithState", "key": ["1", "EventTime"]}]
+    check_processing_time_state((4, 3, 0), event_time, "true")  # event time's empty batches run fine
+
+
 def test_a_pipeline_calling_a_newer_api_gets_the_version_it_needs():
     imported = ImportError("cannot import name 'StatefulProcessor' from 'pyspark.sql.streaming' (/x/__init__.py)")
     error = missing_api(imported, (3, 5, 9))
@@ -54,6 +69,8 @@ def test_a_pipeline_calling_a_newer_api_gets_the_version_it_needs():
     called = AttributeError("'GroupedData' object has no attribute 'transformWithStateInPandas'")
     assert "transformWithState needs Spark 4.0" in str(missing_api(called, (3, 5, 9)))
     assert missing_api(called, (4, 0, 5)) is None, "on a Spark that has it, the user's own error stands"
+    rows = AttributeError("'GroupedData' object has no attribute 'transformWithState'")
+    assert "the row-based transformWithState needs Spark 4.1 or newer" in str(missing_api(rows, (4, 0, 5)))
     assert missing_api(AttributeError("'X' object has no attribute 'typo'"), (3, 5, 9)) is None
 
 
