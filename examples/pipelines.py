@@ -224,6 +224,18 @@ def transform_with_state_ttl_counts(spark: Any) -> Any:
     )
 
 
+def transform_with_state_rows_ttl_counts(spark: Any) -> Any:
+    """``transform_with_state_ttl_counts`` through the row-based ``transformWithState`` (Spark 4.1+), which
+    hands the processor ``Row`` objects: the same state, TTLs and timer, the same needs."""
+    from examples.processors import ExpiringRowCountingProcessor
+
+    return (
+        timed_events(spark)
+        .groupBy("key")
+        .transformWithState(ExpiringRowCountingProcessor(), "key string, count long", "Update", "ProcessingTime")
+    )
+
+
 def distinct_counts(spark: Any) -> Any:
     """Two stateful operators chained: ``dropDuplicates`` by id, then a count per key (use --output-mode update)."""
     return events(spark).dropDuplicates(["id"]).groupBy("key").count()

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pandas as pd
+from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import LongType, StructField, StructType
 
@@ -76,3 +77,14 @@ class ExpiringCountingProcessor(CountingProcessor):
     def _next_timer(self, newest: int, timerValues: Any) -> int:
         # In processing-time mode (which a TTL requires) a timer is on the wall clock.
         return timerValues.getCurrentProcessingTimeInMs() + STATE_TTL_MS
+
+
+class ExpiringRowCountingProcessor(ExpiringCountingProcessor):
+    """``ExpiringCountingProcessor`` for the row-based ``transformWithState`` (Spark 4.1+): it gets and returns
+    ``Row`` objects instead of pandas frames, over the same state variables, TTLs and timer."""
+
+    def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:
+        frame = pd.DataFrame([row.asDict() for row in rows])
+        for out in super().handleInputRows(key, iter([frame]), timerValues):
+            for record in out.to_dict("records"):
+                yield Row(key=record["key"], count=int(record["count"]))

@@ -8,6 +8,7 @@ each operator family once; ``-m matrix`` runs every combination (see docs/reliab
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -31,6 +32,7 @@ DEFAULT = {
     ("rocksdb-changelog", "dedup-within-watermark"),
     ("rocksdb-changelog", "transformWithState"),
     ("rocksdb", "transformWithState-ttl"),
+    ("rocksdb-changelog", "transformWithState-rows-ttl"),
     ("rocksdb-changelog", "chained"),
     ("rocksdb-v2", "inner-join"),
     ("rocksdb-v2", "aggregation"),
@@ -113,6 +115,22 @@ def test_a_restore_that_switches_the_state_store_is_refused_naming_both(spark, t
     with pytest.raises(IncompatibleRestore, match="format v1, the new pipeline uses v2"):
         run_family(spark, tmp_path, landing, family, "rocksdb-v2")
     assert sorted(p.name for p in (tmp_path / "root" / "stateful").iterdir()) == before, "the root is untouched"
+
+
+def test_a_processing_time_transform_with_state_is_refused_at_start_unless_no_data_batches_are_off(
+    spark, tmp_path, landing, clean_state_confs
+):
+    """PySpark 4.3.0 fails such a query in its first empty batch (INTERNAL_ERROR, no more progress): the run
+    refuses it before writing anything, naming the conf that makes it run (the TTL family sets it)."""
+    from spark_checkpoint_runtime.spark_versions import NO_DATA_BATCHES_CONF, UnsupportedSparkFeature
+
+    without_conf = dataclasses.replace(FAMILIES["transformWithState-ttl"], confs=())
+    landing.add_files(2)
+    spark.conf.unset(NO_DATA_BATCHES_CONF)
+    with pytest.raises(UnsupportedSparkFeature, match=r"processing-time mode .*noDataMicroBatches\.enabled=false"):
+        run_family(spark, tmp_path, landing, without_conf, "rocksdb")
+    assert not list(tmp_path.glob("root/*/chk-*")), "no checkpoint was taken"
+    assert not (tmp_path / "out").exists(), "nothing was published"
 
 
 def test_inspect_shows_each_stateful_operator_with_store_partitions_and_bytes(

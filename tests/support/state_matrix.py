@@ -150,6 +150,14 @@ FAMILIES: dict[str, Family] = {
         rocksdb_only=True,
         confs=NO_EMPTY_BATCHES,
     ),
+    "transformWithState-rows-ttl": Family(
+        "transform_with_state_rows_ttl_counts",
+        "update",
+        ("transformWithState",),
+        check_counts,
+        rocksdb_only=True,
+        confs=NO_EMPTY_BATCHES,
+    ),
     "chained": Family("distinct_counts", "update", ("aggregation", "deduplication"), check_counts),
 }
 # Every conf a store or a family sets: tests that share a session unset them afterwards.
