@@ -165,8 +165,9 @@ with DAG(
     )
     # Deferred: the task frees its worker slot while its driver runs and the triggerer follows it. Try 1 is
     # killed through a kill request the trigger serves; try 2 is frozen (SIGSTOP), and the trigger kills it when
-    # its heartbeat stays unchanged for the lease timeout; try 3 restores and runs until its max duration, long
-    # enough for the (up to three) files still unread then: one batch a file, the first slow in a cold driver.
+    # its heartbeat stays unchanged for the lease timeout; try 3 restores and runs until its max duration. The
+    # max duration is for try 3 (tries 1 and 2 end sooner, on request): long enough for the files still unread
+    # when it starts (up to three, one batch each, the first slow in a cold driver).
     deferred = job(
         "deferred",
         trigger="continuous",
