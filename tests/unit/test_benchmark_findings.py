@@ -44,6 +44,8 @@ def test_every_goal_is_judged(results: Path):
         "checkpoint_by_age",
         "checkpoints_at_scale",
         "keeps_up",
+        "no_growth",
+        "storage_bound",
         "retention",
     ]
     assert all(isinstance(met, bool) for met in verdicts.values())
@@ -169,7 +171,7 @@ def _long_run(results: Path) -> None:
             "first_id": first_id,
             "checkpoints": 20,
             "requests_per_checkpoint": 20.0,
-            "checkpoint_seconds": {"p50": 0.2, "p95": 0.3, "max": 0.4, "measured": 20},
+            "checkpoint_seconds": {"p50": 0.2, "p95": 0.3, "max": 0.4, "all": [0.2] * 20},
             "stored_bytes": 15_000_000,
             "live_bytes": 10_000_000,
             "segments_referenced": 4,
@@ -180,6 +182,8 @@ def _long_run(results: Path) -> None:
 
 
 def test_the_long_run_goals_are_judged_where_a_long_run_was_measured(results: Path):
+    (results / "long_run.json").unlink(missing_ok=True)
+    assert not {"no_growth", "storage_bound"} & set(_verdicts()), "nothing measured: nothing judged"
     _long_run(results)
     goals = [goal.name for goal in findings.judge_goals()]
     assert goals[goals.index("keeps_up") + 1 : goals.index("retention")] == ["no_growth", "storage_bound"]
@@ -203,6 +207,9 @@ def test_growth_over_a_jobs_life_compares_its_last_window_with_its_first(results
     assert _verdicts()["no_growth"] is False
     _edit(results, "long_run.json", windows(20.0, 0.31))  # a p50 more than half again as long
     assert _verdicts()["no_growth"] is False
+    _edit(results, "long_run.json", windows(20.0, 0.2))
+    _edit(results, "long_run.json", lambda data: data["windows"][-1].update(first_id=581))
+    assert _verdicts()["no_growth"] is False, "600 checkpoints without growth are not the 1,000 the goal asks"
 
 
 def test_storage_is_bounded_by_live_bytes_and_each_referenced_segments_dead_floor(results: Path):
