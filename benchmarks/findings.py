@@ -150,8 +150,15 @@ def retention_met(runs: list[dict[str, Any]], goal_seconds: float) -> bool:
     return all(r["total_seconds"] < goal_seconds for r in runs)
 
 
+DELETE_KINDS = ("DELETE", "DELETE_BATCH")  # retention's requests, amortised and shown apart
+
+
+def deletes(by_kind: dict[str, float]) -> float:
+    return round(sum(v for kind, v in by_kind.items() if kind in DELETE_KINDS), 1)
+
+
 def without_deletes(by_kind: dict[str, float]) -> float:
-    return round(sum(v for kind, v in by_kind.items() if kind not in ("DELETE", "DELETE_BATCH", "total")), 1)
+    return round(sum(v for kind, v in by_kind.items() if kind not in (*DELETE_KINDS, "total")), 1)
 
 
 def at_scale_cases() -> list[tuple[str, str, Estimate]]:
@@ -215,10 +222,14 @@ def storage_bound(window: dict[str, Any]) -> float:
 # --- the goals ----------------------------------------------------------------------------------------
 
 
+def last_id(window: dict[str, Any]) -> int:
+    """The id of the last checkpoint in one of ``benchmarks.long_run``'s windows."""
+    return window["first_id"] + window["checkpoints"] - 1
+
+
 def checkpoints_made(long_run: dict[str, Any]) -> int:
     """The id of the last checkpoint a long run measured: how old the job got."""
-    last = long_run["windows"][-1]
-    return last["first_id"] + last["checkpoints"] - 1
+    return last_id(long_run["windows"][-1])
 
 
 @dataclass(frozen=True)
