@@ -19,7 +19,12 @@ from spark_checkpoint_runtime.run.finish import externalized_retention, run_repo
 from spark_checkpoint_runtime.run.output import Publisher, prune_set_aside, recover_output, restore_working_copy
 from spark_checkpoint_runtime.run.plan import RunPlan, RunPlanner
 from spark_checkpoint_runtime.run.query_loop import QueryLoop
-from spark_checkpoint_runtime.run.session import create_session, job_fingerprint, load_pipeline
+from spark_checkpoint_runtime.run.session import (
+    bounded_working_history,
+    create_session,
+    job_fingerprint,
+    load_pipeline,
+)
 from spark_checkpoint_runtime.run.state import RunState
 from spark_checkpoint_runtime.sinks import Sink, load_sink
 from spark_checkpoint_runtime.stopping import GracefulStop
@@ -97,19 +102,20 @@ class StreamingJob:
         if self._spark is not None:
             for key, value in opts.conf.items():
                 spark.conf.set(key, value)
-        df = load_pipeline(opts.pipeline, spark)
-        fingerprint = job_fingerprint(df, spark)
-        planner.check_compatible(fingerprint, spark)
-        sink = load_sink(opts.sink, opts.storage_options)
-        planner.check_existing_output(sink)
+        with bounded_working_history(spark):
+            df = load_pipeline(opts.pipeline, spark)
+            fingerprint = job_fingerprint(df, spark)
+            planner.check_compatible(fingerprint, spark)
+            sink = load_sink(opts.sink, opts.storage_options)
+            planner.check_existing_output(sink)
 
-        # From here on the run writes: lease, working folder, sink recovery, checkpoints.
-        lease.acquire()
-        try:
-            plan = planner.settle(fingerprint, spark, sink)
-            return self._run_holding(storage, RunFence(lease), spark, df, fingerprint, plan, sink)
-        finally:
-            lease.release()
+            # From here on the run writes: lease, working folder, sink recovery, checkpoints.
+            lease.acquire()
+            try:
+                plan = planner.settle(fingerprint, spark, sink)
+                return self._run_holding(storage, RunFence(lease), spark, df, fingerprint, plan, sink)
+            finally:
+                lease.release()
 
     def _run_holding(
         self,

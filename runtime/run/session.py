@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from spark_checkpoint_runtime.errors import PipelineError
@@ -28,6 +30,36 @@ def create_session(options: JobOptions) -> Any:
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+#: Spark's own history in the run's private working folder, in batches. Spark keeps 100 by default so that it
+#: can recover from that folder; a run here always restores from the job's checkpoints instead, and every
+#: checkpoint's capture lists the working folder, so the default only makes each capture slower (about 0.5 s
+#: more at 200 partitions, measured in benchmarks/long_run.py).
+WORKING_HISTORY_CONF = "spark.sql.streaming.minBatchesToRetain"
+WORKING_HISTORY_BATCHES = 10
+
+
+@contextmanager
+def bounded_working_history(spark: Any) -> Iterator[None]:
+    """Spark keeps ``WORKING_HISTORY_BATCHES`` batches in the working folder while the run lasts, unless the
+    job set ``spark.sql.streaming.minBatchesToRetain`` itself; the session is left as it was found."""
+    if is_set(spark, WORKING_HISTORY_CONF):
+        yield
+        return
+    spark.conf.set(WORKING_HISTORY_CONF, str(WORKING_HISTORY_BATCHES))
+    try:
+        yield
+    finally:
+        spark.conf.unset(WORKING_HISTORY_CONF)
+
+
+def is_set(spark: Any, key: str) -> bool:
+    """Whether the session has ``key`` set (by the job, spark-submit or spark-defaults), not just Spark's default.
+
+    Spark answers a missing key with the default it is given, which it first checks is a valid value: two
+    different valid ones tell "unset" (each comes back) from set (the same value twice)."""
+    return not (spark.conf.get(key, "1") == "1" and spark.conf.get(key, "2") == "2")
 
 
 def load_pipeline(spec: str, spark: Any) -> Any:

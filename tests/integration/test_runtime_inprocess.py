@@ -345,3 +345,45 @@ def test_a_failed_publish_after_the_final_checkpoint_fails_the_run(spark, tmp_pa
     landing.add_files(1)
     with pytest.raises(JobFailed, match="no space left on device"):
         run(spark, "unpublished", tmp_path, landing, sink="tests.integration.test_runtime_inprocess:FailingCommitSink")
+
+
+def test_spark_keeps_a_short_history_in_the_working_folder_unless_the_job_sets_its_own(spark, tmp_path, landing):
+    """Restores come from the job's checkpoints, so Spark's own history in the private working folder is cut
+    to ``WORKING_HISTORY_BATCHES`` batches (Spark's default, 100, only lengthens every capture's listing). A
+    job that sets ``spark.sql.streaming.minBatchesToRetain`` keeps its value; the session is left as found."""
+    from spark_checkpoint_runtime.run.session import (
+        WORKING_HISTORY_BATCHES,
+        WORKING_HISTORY_CONF,
+        bounded_working_history,
+        is_set,
+    )
+
+    landing.add_files(WORKING_HISTORY_BATCHES + 15)  # one file a batch
+    most, stop = [0], threading.Event()
+
+    def count_offsets() -> None:  # Spark's offset log: one file per batch it still keeps
+        while not stop.is_set():
+            logs = list((tmp_path / "work").glob("**/offsets/*"))
+            most[0] = max(most[0], sum(1 for f in logs if f.name.isdigit()))
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=count_offsets, daemon=True)
+    watcher.start()
+    try:
+        result = run(spark, "history", tmp_path, landing)
+    finally:
+        stop.set()
+        watcher.join()
+    assert result["batch_id"] == WORKING_HISTORY_BATCHES + 14
+    # Spark purges after a batch's commit, so the next batches' offsets may already be there (25 without it).
+    assert WORKING_HISTORY_BATCHES <= most[0] <= WORKING_HISTORY_BATCHES + 5, most[0]
+    assert not is_set(spark, WORKING_HISTORY_CONF), "the session is left as it was found"
+    assert sorted(r["id"] for r in published_rows(tmp_path / "out")) == sorted(r["id"] for r in landing.rows)
+
+    spark.conf.set(WORKING_HISTORY_CONF, "40")
+    try:
+        with bounded_working_history(spark):
+            assert spark.conf.get(WORKING_HISTORY_CONF) == "40", "the job's own setting wins"
+        assert spark.conf.get(WORKING_HISTORY_CONF) == "40"
+    finally:
+        spark.conf.unset(WORKING_HISTORY_CONF)
