@@ -282,9 +282,22 @@ class CheckpointCoordinator:
             if request.target is None and request.batch_id <= self.covered_batch:
                 self._resolve(request, self.latest, None)  # already covered: nothing to take
             else:
-                self._trigger(request.batch_id, request)
+                self._trigger(self._batch_for(request, latest), request)
         elif latest > self.covered_batch and self.decider.due(now):
             self._trigger(latest)
+
+    def _batch_for(self, request: SnapshotRequest, latest: int) -> int:
+        """The batch a requested snapshot captures: the newest it may.
+
+        While the query runs on, Spark keeps only a short history in the working folder (a run sets
+        ``spark.sql.streaming.minBatchesToRetain`` to 10), so the batch a request named may be gone once the
+        snapshot queued behind an upload is taken. A checkpoint may cover more than was asked for. A savepoint
+        may cover no more than the checkpoints do (it publishes nothing), so it takes the covered batch, which
+        the checkpoint just before it made.
+        """
+        if request.target is None:
+            return max(request.batch_id, latest)
+        return max(request.batch_id, self.covered_batch)
 
     def _resolve(self, request: SnapshotRequest, result: CheckpointMetadata | None, reason: str | None) -> None:
         with self._changed:

@@ -18,13 +18,13 @@ Where it resumes: a *cursor* in the job's ``_control/cursors/<cursor>.json`` rec
 event Airflow has stored. The trigger runs in the triggerer's ack mode (a shared stream with a producer,
 Airflow 3.3): the cursor moves only after the triggerer has confirmed the event is in Airflow's database. A
 triggerer restart, or a move to another triggerer, resumes after the cursor: commits made while no triggerer
-ran arrive then, and none the cursor had passed arrives twice. Only a triggerer that stops or dies in the
-second between storing an event and moving the cursor (the confirmation comes on its next sync) sends that
-event again on restart: a consumer that must act once per commit keys its work on ``job_name`` and
-``checkpoint_id``. The first watch of a job starts at its newest completed checkpoint. Two Airflow deployments
-watching one job each give their own ``cursor`` name; ``cursor=None`` keeps no cursor (each start begins at
-the newest checkpoint, and nothing is written to the job folder). Airflow before 3.3 has no ack mode: there
-the watch keeps no cursor either.
+ran arrive then, and none the cursor had passed arrives twice. A triggerer that stops or dies in the second
+between storing an event and moving the cursor (the confirmation comes on its next sync) sends that event
+again on restart, and a stream restarted after a confirmation timed out sends again what followed the cursor:
+a consumer that must act once per commit keys its work on ``job_name`` and ``checkpoint_id``. The first watch
+of a job starts at its newest completed checkpoint. Two Airflow deployments watching one job each give their
+own ``cursor`` name; ``cursor=None`` keeps no cursor (each start begins at the newest checkpoint, and nothing
+is written to the job folder). Airflow before 3.3 has no ack mode: there the watch keeps no cursor either.
 """
 
 from __future__ import annotations

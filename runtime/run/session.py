@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 from spark_checkpoint_runtime.errors import PipelineError
@@ -51,7 +51,8 @@ def bounded_working_history(spark: Any) -> Iterator[None]:
     try:
         yield
     finally:
-        spark.conf.unset(WORKING_HISTORY_CONF)
+        with suppress(Exception):  # a JVM already gone must not hide the run's own error and exit status
+            spark.conf.unset(WORKING_HISTORY_CONF)
 
 
 def is_set(spark: Any, key: str) -> bool:
