@@ -8,7 +8,12 @@ from contextlib import contextmanager, suppress
 from typing import Any
 
 from spark_checkpoint_runtime.errors import PipelineError
-from spark_checkpoint_runtime.fingerprint import SNAPSHOTTABLE_PROVIDERS, plan_fingerprint, state_store_settings
+from spark_checkpoint_runtime.fingerprint import (
+    ROCKSDB_PROVIDER,
+    SNAPSHOTTABLE_PROVIDERS,
+    plan_fingerprint,
+    state_store_settings,
+)
 from spark_checkpoint_runtime.options import JobOptions
 from spark_checkpoint_runtime.spark_versions import (
     NO_DATA_BATCHES_CONF,
@@ -18,6 +23,7 @@ from spark_checkpoint_runtime.spark_versions import (
     missing_api,
 )
 from spark_checkpoint_runtime.state_files import UnsupportedStateStore
+from spark_checkpoint_runtime.state_files.lineage import CODEC_CONF, READABLE_CODECS, readable_codec
 
 
 def create_session(options: JobOptions) -> Any:
@@ -102,5 +108,15 @@ def job_fingerprint(df: Any, spark: Any) -> dict[str, Any]:
             f"state store provider {provider}: its file layout is unknown to the runtime, which snapshots "
             f"{' and '.join(SNAPSHOTTABLE_PROVIDERS)}; set spark.sql.streaming.stateStore.providerClass to one "
             "of them"
+        )
+    store = fingerprint["state_store"]
+    codec = spark.conf.get(CODEC_CONF, "lz4")
+    lineage_needed = store["checkpoint_format_version"] >= 2 and store["changelog_checkpointing"]
+    if store["provider"] == ROCKSDB_PROVIDER and lineage_needed and not readable_codec(codec):
+        # Which file of an old version is the committed one is then written only inside the changelogs.
+        raise UnsupportedStateStore(
+            f"{CODEC_CONF}={codec} with RocksDB checkpoint format v2: the runtime reads the lineage Spark writes "
+            f"into each changelog to tell the committed files from a retried attempt's, and reads it in "
+            f"{' and '.join(READABLE_CODECS)} only; set {CODEC_CONF} to one of them (lz4 is Spark's default)"
         )
     return fingerprint

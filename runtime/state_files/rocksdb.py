@@ -6,9 +6,11 @@
 - With changelog checkpointing every version writes ``<v>.changelog`` and a zip only every few versions, so
   version ``v`` is the newest zip at or below it plus every changelog after that zip (or every changelog from
   version 1 when no zip exists yet).
-- Checkpoint format v2 names files ``<v>_<id>.zip`` / ``<v>_<id>.changelog``; the commit log entry of the batch
-  that wrote version ``v`` (``commits/<v-1>``) records the ids, and only those files belong to the committed
-  batch (a retried attempt leaves files with other ids).
+- Checkpoint format v2 names files ``<v>_<id>.zip`` / ``<v>_<id>.changelog``, and only the ids of the committed
+  batches belong to the state (a retried attempt leaves files with other ids). The commit log entry of the batch
+  that wrote version ``v`` (``commits/<v-1>``) names the target's id; the target changelog's header names the id
+  of every older version it builds on (``lineage``), as Spark itself rebuilds it, since the commit log keeps only
+  ``minBatchesToRetain`` entries.
 
 A zip is read each time it is selected: a retried batch can replace it, and only SSTs a committed zip names
 belong to the state. An SST that a selected zip names but that is gone means Spark's maintenance ran in
@@ -25,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from spark_checkpoint_runtime.state_files.errors import CaptureError, CaptureRaced
+from spark_checkpoint_runtime.state_files.lineage import read_lineage
 
 DATA_FILE = re.compile(r"^(\d+)(?:_([0-9A-Za-z-]+))?\.(zip|changelog)$")
 SST_FOLDER = "SSTs"
@@ -118,6 +121,79 @@ def select_chain(
             )
         return chosen[0] if chosen else None
 
+    chain = _from_lineage(folder, by_version, target, pick, committed_ids, read)
+    if chain is None:
+        chain = _walk_back(folder, target, pick)
+    selected = [f"{folder}/{name}" for name in chain]
+    for name in chain:
+        if name.endswith(".zip"):
+            contents = read_zip_contents(read(f"{folder}/{name}"), f"{folder}/{name}")
+            selected += _referenced(folder, name, names, SST_FOLDER, contents.sst_files)
+            selected += _referenced(folder, name, names, LOG_FOLDER, contents.log_files)
+    return selected
+
+
+_Files = dict[int, dict[str, list[tuple[str | None, str]]]]
+
+
+def _from_lineage(
+    folder: str,
+    by_version: _Files,
+    target: int,
+    pick: Callable[[int, str], str | None],
+    committed_ids: Callable[[int], set[str] | None],
+    read: Callable[[str], bytes],
+) -> list[str] | None:
+    """The chain the target's own files name (checkpoint format v2), or None where they name none.
+
+    A zip of the target is the whole chain. Otherwise the target changelog's lineage names one file per older
+    version: the newest of them that has a zip is the base, the changelogs after it are replayed. None for
+    format v1 files and for a changelog whose codec the lineage reader does not know.
+    """
+    zip_name = pick(target, "zip")
+    if zip_name is not None:
+        return [zip_name] if DATA_FILE.match(zip_name).group(2) else None
+    changelog = pick(target, "changelog")
+    if changelog is None or not DATA_FILE.match(changelog).group(2):
+        return None
+    lineage = read_lineage(read(f"{folder}/{changelog}"), f"{folder}/{changelog}")
+    if lineage is None:
+        return None
+
+    def named(version: int, unique_id: str, kind: str) -> str | None:
+        return next((n for uid, n in by_version.get(version, {}).get(kind, []) if uid == unique_id), None)
+
+    base = next(((v, uid) for v, uid in reversed(lineage) if named(v, uid, "zip")), None)
+    after = [(v, uid) for v, uid in lineage if base is None or v > base[0]]
+    expected = list(range(base[0] + 1 if base else 1, target))
+    if [v for v, _ in after] != expected:
+        start = f"snapshot {base[0]}_{base[1]}.zip" if base else "version 1 (no snapshot of its lineage is there)"
+        raise CaptureError(
+            f"state folder {folder} cannot rebuild version {target}: the lineage in {changelog} does not reach "
+            f"from {start} to it (it lists versions {[v for v, _ in lineage]}); Spark may have cleaned files "
+            "this checkpoint needs. Take the checkpoint again; if it recurs, raise "
+            "spark.sql.streaming.minBatchesToRetain"
+        )
+    chain = [named(*base, "zip")] if base else []
+    for version, unique_id in after:
+        ids = committed_ids(version)
+        if ids is not None and unique_id not in ids:
+            raise CaptureError(
+                f"state folder {folder}: the lineage in {changelog} names {version}_{unique_id} but the commit log "
+                f"names {sorted(ids)} for version {version}; the working folder is inconsistent"
+            )
+        name = named(version, unique_id, "changelog")
+        if name is None:
+            raise CaptureError(
+                f"state folder {folder} cannot rebuild version {target}: {version}_{unique_id}.changelog, which "
+                f"its lineage names, is gone; Spark may have cleaned files this checkpoint needs"
+            )
+        chain.append(name)
+    return [*chain, changelog]
+
+
+def _walk_back(folder: str, target: int, pick: Callable[[int, str], str | None]) -> list[str]:
+    """Checkpoint format v1: the newest zip at or below the target, then every changelog after it."""
     chain: list[str] = []
     for base in range(target, -1, -1):
         zip_name = pick(base, "zip") if base > 0 else None
@@ -131,13 +207,7 @@ def select_chain(
                 "changelog; Spark may have cleaned files this checkpoint needs"
             )
         chain.insert(0, changelog)
-    selected = [f"{folder}/{name}" for name in chain]
-    for name in chain:
-        if name.endswith(".zip"):
-            contents = read_zip_contents(read(f"{folder}/{name}"), f"{folder}/{name}")
-            selected += _referenced(folder, name, names, SST_FOLDER, contents.sst_files)
-            selected += _referenced(folder, name, names, LOG_FOLDER, contents.log_files)
-    return selected
+    return chain
 
 
 def _referenced(folder: str, zip_name: str, names: dict[str, int], sub: str, files: dict[str, int]) -> list[str]:

@@ -74,14 +74,14 @@ def select_files(
             if posixpath.dirname(p) == log_dir and (m := _NUMBERED.match(posixpath.basename(p)))
         )
         upto = [(n, p) for n, p in entries if n <= batch_id]
-        if (not upto or upto[-1][0] != batch_id) and entries and entries[0][0] > batch_id:
-            raise CaptureError(
-                f"batch {batch_id} is no longer in Spark's working folder (Spark keeps "
-                "spark.sql.streaming.minBatchesToRetain batches, and the query ran on while the snapshot waited "
-                "for an upload); ask again, or set that conf higher for a job whose uploads outlast that many "
-                "batches"
-            )
         if not upto or upto[-1][0] != batch_id:
+            if entries and entries[0][0] > batch_id:
+                raise CaptureError(
+                    f"batch {batch_id} is no longer in Spark's working folder (Spark keeps "
+                    "spark.sql.streaming.minBatchesToRetain batches, and the query ran on while the snapshot "
+                    "waited for an upload); ask again, or set that conf higher for a job whose uploads outlast "
+                    "that many batches"
+                )
             raise CaptureError(f"Spark's working folder has no {log_dir}/{batch_id}; batch {batch_id} is not complete")
         selected.extend(SelectedFile(p, visible[p], shared=False) for _, p in upto[-2:])
     selected.extend(SelectedFile(p, s, shared=True) for p, s in sorted(visible.items()) if p.startswith("sources/"))

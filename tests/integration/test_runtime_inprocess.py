@@ -16,6 +16,7 @@ from spark_checkpoint_runtime.fingerprint import IncompatibleRestore
 from spark_checkpoint_runtime.layout import JobFolder
 from tests.support.helpers import final_counts, published_rows, tree_state
 from tests.support.helpers import run_job as run
+from tests.support.state_matrix import ROCKSDB
 
 pytestmark = pytest.mark.spark
 
@@ -191,6 +192,29 @@ def test_a_state_store_with_an_unknown_file_layout_is_refused_naming_it(spark, t
             )
     finally:
         spark.conf.unset("spark.sql.streaming.stateStore.providerClass")
+    assert not (tmp_path / "root").exists() and not (tmp_path / "work").exists()
+
+
+def test_rocksdb_format_v2_changelogs_in_a_codec_whose_lineage_cannot_be_read_are_refused_before_the_run(
+    spark, tmp_path, landing
+):
+    from spark_checkpoint_runtime.state_files import UnsupportedStateStore
+
+    landing.add_files(1)
+    confs = {
+        "spark.sql.streaming.stateStore.providerClass": ROCKSDB,
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+        "spark.sql.streaming.stateStore.checkpointFormatVersion": "2",
+        "spark.sql.streaming.stateStore.compression.codec": "snappy",
+    }
+    try:
+        for key, value in confs.items():
+            spark.conf.set(key, value)
+        with pytest.raises(UnsupportedStateStore, match="codec=snappy with RocksDB checkpoint format v2.*lz4 and zstd"):
+            run(spark, "snappy", tmp_path, landing, pipeline="examples.pipelines:running_counts", output_mode="update")
+    finally:
+        for key in confs:
+            spark.conf.unset(key)
     assert not (tmp_path / "root").exists() and not (tmp_path / "work").exists()
 
 

@@ -62,25 +62,30 @@ class SparkInstall:
         stamp = self.home / ".installed"
         with open(CACHE / f"{self.version}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            if not stamp.exists():
+            # The stamp names what was installed: a venv made before a dependency was added is made again.
+            if not stamp.exists() or stamp.read_text() != " ".join(self.packages()):
                 self._create()
-                stamp.write_text(self.version)
+                stamp.write_text(" ".join(self.packages()))
         return self
 
-    def _create(self) -> None:
-        shutil.rmtree(self.home, ignore_errors=True)
-        subprocess.run([find_python(self.python), "-m", "venv", str(self.home)], check=True)
-        pip = [str(self.python_executable), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-        # The runtime's own dependencies (pyproject's core and spark extra) at this Spark's pins.
-        packages = [
+    def packages(self) -> list[str]:
+        """The runtime's own dependencies (pyproject's core and spark extra) at this Spark's pins."""
+        return [
             f"pyspark=={self.version}",
             "fsspec>=2024.2",
             "pyyaml>=6",
             "pyarrow>=14",
             "google-crc32c>=1.5",
+            "lz4>=4",
+            "zstandard>=0.22",
             *self.pins,
         ]
-        subprocess.run([*pip, *packages], check=True)
+
+    def _create(self) -> None:
+        shutil.rmtree(self.home, ignore_errors=True)
+        subprocess.run([find_python(self.python), "-m", "venv", str(self.home)], check=True)
+        pip = [str(self.python_executable), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+        subprocess.run([*pip, *self.packages()], check=True)
         # The runtime itself, as a cluster would have it (no Airflow): editable, so it is this checkout's.
         subprocess.run([*pip, "--no-deps", "-e", str(REPO)], check=True)
         self._pin_python()
