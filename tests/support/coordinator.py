@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from spark_checkpoint_runtime.checkpoint_policy import CheckpointConfig
@@ -45,3 +47,14 @@ def local_coordinator(storage: JobFolder, working: WorkingCopy, next_id: int = 1
         spark_version="test",
         on_completed=lambda meta: None,
     )
+
+
+@contextmanager
+def running_coordinator(storage: JobFolder, working: WorkingCopy) -> Iterator[CheckpointCoordinator]:
+    """``local_coordinator`` started for the block and shut down after it, however the block ends."""
+    coordinator = local_coordinator(storage, working)
+    coordinator.start()
+    try:
+        yield coordinator
+    finally:
+        coordinator.shutdown()

@@ -15,18 +15,14 @@ from spark_checkpoint_runtime.options import parse_options
 from spark_checkpoint_runtime.run.plan import RunPlanner
 from spark_checkpoint_runtime.sinks import ParquetSink
 from spark_checkpoint_runtime.snapshot_targets import SavepointTarget
-from tests.support.coordinator import local_coordinator, spark_like_working_folder
+from tests.support.coordinator import running_coordinator, spark_like_working_folder
 from tests.support.helpers import checkpoint_metadata
 
 
 def _savepoint_of_another_job(tmp_path: Path) -> str:
     other = JobFolder(str(tmp_path / "root"), "j")  # the coordinator's working folder belongs to job "j"
-    coordinator = local_coordinator(other, spark_like_working_folder(tmp_path, batch=0))
-    coordinator.start()
-    try:
+    with running_coordinator(other, spark_like_working_folder(tmp_path, batch=0)) as coordinator:
         taken = coordinator.savepoint_now(0, SavepointTarget(SavepointFolder(str(tmp_path / "sp"))))
-    finally:
-        coordinator.shutdown()
     assert taken.result is not None, taken.reason
     return str(tmp_path / "sp")
 

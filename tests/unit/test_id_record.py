@@ -8,19 +8,15 @@ from pathlib import Path
 
 from spark_checkpoint_runtime.layout import JobFolder, SavepointFolder
 from spark_checkpoint_runtime.snapshot_targets import SavepointTarget
-from tests.support.coordinator import local_coordinator, spark_like_working_folder
+from tests.support.coordinator import running_coordinator, spark_like_working_folder
 from tests.support.helpers import write_checkpoint
 
 
 def test_a_savepoint_written_elsewhere_keeps_its_id_from_every_later_checkpoint(tmp_path: Path):
     storage = JobFolder(str(tmp_path / "root"), "j")
     working = spark_like_working_folder(tmp_path, batch=0)
-    coordinator = local_coordinator(storage, working)
-    coordinator.start()
-    try:
+    with running_coordinator(storage, working) as coordinator:
         taken = coordinator.savepoint_now(0, SavepointTarget(SavepointFolder(str(tmp_path / "elsewhere" / "sp"))))
-    finally:
-        coordinator.shutdown()
     assert taken.result is not None, taken.reason
     # The next run restores from the latest checkpoint (older than the savepoint): its ids go past the savepoint's.
     assert storage.checkpoints.ids() == [taken.result.id - 1]

@@ -17,7 +17,7 @@ from spark_checkpoint_runtime.layout import JobFolder, SavepointFolder
 from spark_checkpoint_runtime.snapshot_targets import SavepointTarget
 from spark_checkpoint_runtime.state_files import CaptureError
 from spark_checkpoint_runtime.state_files.selection import select_files
-from tests.support.coordinator import local_coordinator, spark_like_working_folder
+from tests.support.coordinator import local_coordinator, running_coordinator, spark_like_working_folder
 
 
 def _purge_before(tmp_path: Path, batch: int) -> None:
@@ -32,18 +32,30 @@ def test_a_savepoint_asked_for_a_batch_spark_has_since_purged_takes_the_newest_b
     storage = JobFolder(str(tmp_path / "root"), "j")
     working = spark_like_working_folder(tmp_path, batch=12)
     _purge_before(tmp_path, 3)  # the request named batch 2; the query ran on to batch 12 meanwhile
-    coordinator = local_coordinator(storage, working)
-    coordinator.batch_completed(12)
-    coordinator.start()
-    try:
+    with running_coordinator(storage, working) as coordinator:
+        coordinator.batch_completed(12)
         taken = coordinator.savepoint_now(2, SavepointTarget(SavepointFolder(str(tmp_path / "sp"))))
-    finally:
-        coordinator.shutdown()
     assert taken.result is not None, taken.reason
     assert taken.result.batch_id == 12
     [checkpoint] = storage.checkpoints.completed()
     assert checkpoint.batch_id == 12, "the checkpoint before the savepoint covers what the savepoint holds"
     assert SavepointFolder(str(tmp_path / "sp")).read_metadata().batch_id == 12
+
+
+def test_a_checkpoint_asked_for_a_batch_spark_has_since_purged_takes_the_newest_batch(tmp_path: Path):
+    storage = JobFolder(str(tmp_path / "root"), "j")
+    working = spark_like_working_folder(tmp_path, batch=12)
+    _purge_before(tmp_path, 3)  # the request named batch 2; the query ran on to batch 12 meanwhile
+    coordinator = local_coordinator(storage, working)
+    coordinator.batch_completed(12)
+    coordinator.decider.triggered(coordinator.clock())  # no periodic checkpoint for an hour: only the request
+    coordinator.start()
+    try:
+        taken = coordinator.checkpoint_now(2)
+    finally:
+        coordinator.shutdown()
+    assert taken is not None and taken.batch_id == 12, "a checkpoint may cover more than was asked for"
+    assert [c.batch_id for c in storage.checkpoints.completed()] == [12]
 
 
 def test_a_batch_gone_from_the_working_folder_is_refused_naming_the_conf(tmp_path: Path):

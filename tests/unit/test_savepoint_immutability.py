@@ -12,23 +12,19 @@ from types import SimpleNamespace
 
 from spark_checkpoint_runtime.layout import JobFolder, SavepointFolder
 from spark_checkpoint_runtime.snapshot_targets import SavepointTarget
-from tests.support.coordinator import local_coordinator, spark_like_working_folder
+from tests.support.coordinator import running_coordinator, spark_like_working_folder
 from tests.support.helpers import tree_state
 
 
 def test_a_savepoint_into_a_completed_savepoints_folder_fails_and_leaves_it_untouched(tmp_path: Path):
     storage = JobFolder(str(tmp_path / "root"), "j")
     working = spark_like_working_folder(tmp_path, batch=0)
-    coordinator = local_coordinator(storage, working)
-    coordinator.start()
-    try:
+    with running_coordinator(storage, working) as coordinator:
         first = coordinator.savepoint_now(0, SavepointTarget(SavepointFolder(str(tmp_path / "sp"))))
         assert first.result is not None, first.reason
         before = tree_state(tmp_path / "sp")
         spark_like_working_folder(tmp_path, batch=1)  # a later batch: other state, same file names
         again = coordinator.savepoint_now(1, SavepointTarget(SavepointFolder(str(tmp_path / "sp"))))
-    finally:
-        coordinator.shutdown()
     assert tree_state(tmp_path / "sp") == before, "a completed savepoint is never overwritten nor deleted"
     assert again.result is None and "already holds a completed savepoint" in again.reason
     assert SavepointFolder(str(tmp_path / "sp")).read_metadata().id == first.result.id
