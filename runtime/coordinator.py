@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from spark_checkpoint_runtime.checkpoint_policy import CheckpointConfig, FailureManager, RequestDecider
@@ -64,7 +64,8 @@ class _NothingStaged:
 class SnapshotRequest:
     """A snapshot asked for now (a run's final checkpoint, or a savepoint), ignoring interval and min pause.
 
-    ``target`` is where it goes; None means the run's checkpoints.
+    ``target`` is where it goes; None means the run's checkpoints. ``savepoint``: the savepoint this
+    checkpoint comes before, whose files are frozen together with the checkpoint's (``prepared``).
     """
 
     batch_id: int
@@ -72,6 +73,8 @@ class SnapshotRequest:
     done: threading.Event = field(default_factory=threading.Event)
     result: CheckpointMetadata | None = None
     reason: str | None = None
+    savepoint: SnapshotRequest | None = None
+    prepared: Capture | None = None
 
 
 @dataclass
@@ -195,15 +198,19 @@ class CheckpointCoordinator:
         it again, and a downstream reader would count it twice.
         """
         request = SnapshotRequest(batch_id, target)
-        if self.checkpoint_now(batch_id, timeout) is None or self.covered_batch < batch_id:
-            with self._changed:
-                request.reason = (
-                    f"the checkpoint of batch {batch_id} before it did not complete ({self._fatal or 'it failed'})"
-                )
-                request.done.set()
+        try:
+            checkpoint = SnapshotRequest(batch_id, savepoint=request)
+            if self.snapshot_now(checkpoint, timeout) is None or self.covered_batch < batch_id:
+                with self._changed:
+                    request.reason = (
+                        f"the checkpoint of batch {batch_id} before it did not complete ({self._fatal or 'it failed'})"
+                    )
+                    request.done.set()
+                return request
+            self.snapshot_now(request, timeout)
             return request
-        self.snapshot_now(request, timeout)
-        return request
+        finally:
+            self._release_prepared(request)  # frozen with the checkpoint but never uploaded
 
     def snapshot_now(self, request: SnapshotRequest, timeout: float | None = None) -> CheckpointMetadata | None:
         """Queue ``request`` ahead of periodic checkpoints and wait for its result (None on failure)."""
@@ -297,7 +304,37 @@ class CheckpointCoordinator:
         """
         if request.target is None:
             return max(request.batch_id, latest)
+        if request.prepared is not None:
+            return request.prepared.batch_id
         return max(request.batch_id, self.covered_batch)
+
+    def _prepare(self, savepoint: SnapshotRequest, checkpoint_id: int, batch_id: int) -> None:
+        """Freeze a savepoint's files together with those of the checkpoint before it, of the same batch.
+
+        The savepoint is uploaded once that checkpoint completes, and Spark keeps only 10 batches of history
+        while the query runs on: a capture after a long upload could find the batch gone. Should this capture
+        fail, the savepoint is captured when its turn comes, as any savepoint is.
+        """
+        self._release_prepared(savepoint)  # frozen with an earlier try of this checkpoint, which was declined
+        try:
+            prepared = capture(
+                self.working, checkpoint_id, batch_id, self.stored, reuse=False, frozen_as=f"chk-{checkpoint_id}-sp"
+            )
+        except Exception as exc:  # noqa: BLE001 - the savepoint's own capture comes later and reports it
+            log.info("savepoint files not frozen with checkpoint %d (%s); captured later", checkpoint_id, exc)
+            return
+        with self._changed:
+            savepoint.prepared = prepared
+
+    def _take_prepared(self, request: SnapshotRequest) -> Capture | None:
+        """The request's prepared capture, now owned by the caller (the waiting caller may release it too)."""
+        with self._changed:
+            prepared, request.prepared = request.prepared, None
+        return prepared
+
+    def _release_prepared(self, request: SnapshotRequest) -> None:
+        if (prepared := self._take_prepared(request)) is not None:
+            self.working.release(prepared.frozen_as)
 
     def _resolve(self, request: SnapshotRequest, result: CheckpointMetadata | None, reason: str | None) -> None:
         with self._changed:
@@ -317,8 +354,12 @@ class CheckpointCoordinator:
         self.decider.triggered(started)
         trigger_ms = now_ms()
         target = self._target_of(request)
+        prepared = self._take_prepared(request) if request is not None else None
         try:
-            snap = capture(self.working, checkpoint_id, batch_id, self.stored, reuse=target.incremental)
+            if prepared is not None:
+                snap = replace(prepared, checkpoint_id=checkpoint_id)  # its batch is the one _batch_for chose
+            else:
+                snap = capture(self.working, checkpoint_id, batch_id, self.stored, reuse=target.incremental)
         except CaptureRaced as exc:
             self.working.release(f"chk-{checkpoint_id}")
             self._decline(checkpoint_id, batch_id, str(exc), request)
@@ -327,6 +368,8 @@ class CheckpointCoordinator:
             self.working.release(f"chk-{checkpoint_id}")
             self._fail(checkpoint_id, batch_id, f"capture failed: {exc}", request, target)
             return
+        if request is not None and request.savepoint is not None:
+            self._prepare(request.savepoint, checkpoint_id, batch_id)
         capture_ms = int((self.clock() - started) * 1000)
         aborted = threading.Event()
         future = self._uploader.submit(self._reserve_and_upload, checkpoint_id, target, snap, aborted)
@@ -375,7 +418,7 @@ class CheckpointCoordinator:
             # Leave the folder alone: after a takeover the new holder may use the same id. Only a _metadata
             # this run wrote is taken back; the new holder's retention removes the rest.
             self._pending = None
-            self.working.release(f"chk-{pending.id}")
+            self.working.release(pending.capture.frozen_as)
             target.withdraw(pending.id)
             self._set_fatal(str(exc))
             if pending.request is not None:
@@ -390,7 +433,7 @@ class CheckpointCoordinator:
             self._discard(pending)
             return
         self._pending = None
-        self.working.release(f"chk-{pending.id}")
+        self.working.release(pending.capture.frozen_as)
         if target.subsumes:
             self.stored.replace(meta.files)  # savepoints share nothing with later checkpoints
             self._mark_completed(meta)
@@ -497,7 +540,7 @@ class CheckpointCoordinator:
             pending.target.discard(pending.id)
         except Exception:  # leftovers have no _metadata: never mistaken for a snapshot; retention removes them
             log.warning("could not clean up failed %s %d", pending.kind, pending.id, exc_info=True)
-        self.working.release(f"chk-{pending.id}")
+        self.working.release(pending.capture.frozen_as)
 
     def _decline(self, checkpoint_id: int, batch_id: int, reason: str, request: SnapshotRequest | None) -> None:
         """Spark's maintenance raced the capture: not a failure of the job's storage, so it is taken again

@@ -76,6 +76,10 @@ class Capture:
     pinned_confs: dict[str, str]
     source_offsets: list
     reused: dict[str, FileEntry]  # target -> entry of the latest checkpoint: referenced, not uploaded again
+    frozen_as: str = ""  # the name its files are frozen under in the working folder (``WorkingCopy.release``)
+
+    def __post_init__(self) -> None:
+        self.frozen_as = self.frozen_as or f"chk-{self.checkpoint_id}"
 
 
 CAPTURE_ATTEMPTS = 3
@@ -87,18 +91,25 @@ SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"  # pinned in the offset log:
 
 
 def capture(
-    working: WorkingCopy, checkpoint_id: int, batch_id: int, stored: StoredFiles, *, reuse: bool = True
+    working: WorkingCopy,
+    checkpoint_id: int,
+    batch_id: int,
+    stored: StoredFiles,
+    *,
+    reuse: bool = True,
+    frozen_as: str | None = None,
 ) -> Capture:
     """Select and freeze what Spark needs to resume after ``batch_id``.
 
     With ``reuse`` (checkpoints), files the latest checkpoint stored are referenced rather than frozen and
-    uploaded again; a savepoint (``reuse=False``) is self-contained, so every file is frozen.
+    uploaded again; a savepoint (``reuse=False``) is self-contained, so every file is frozen. The files are
+    frozen under ``frozen_as`` (default ``chk-<checkpoint_id>``) until ``working.release`` of that name.
 
     Spark's maintenance runs beside the job and may delete or replace files between the listing and the
     freeze. Such a race lists again, up to ``CAPTURE_ATTEMPTS`` times, then raises ``CaptureRaced`` (the
     checkpoint is declined and taken at a later batch).
     """
-    name = f"chk-{checkpoint_id}"
+    name = frozen_as or f"chk-{checkpoint_id}"
     for attempt in range(1, CAPTURE_ATTEMPTS + 1):
         try:
             listing = working.listing()
@@ -123,7 +134,7 @@ def capture(
                 raise CaptureRaced(f"{why} ({CAPTURE_ATTEMPTS} attempts)") from exc
             log.info("capture of checkpoint %d raced Spark's maintenance (%s); listing again", checkpoint_id, why)
             time.sleep(0.05 * attempt)
-    return Capture(checkpoint_id, batch_id, files, sources, pinned, offsets, reused)
+    return Capture(checkpoint_id, batch_id, files, sources, pinned, offsets, reused, name)
 
 
 def _check_frozen_zips(working: WorkingCopy, files: list[SelectedFile], sources: dict[str, str]) -> None:

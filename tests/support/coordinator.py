@@ -9,6 +9,7 @@ from pathlib import Path
 from spark_checkpoint_runtime.checkpoint_policy import CheckpointConfig
 from spark_checkpoint_runtime.coordinator import CheckpointCoordinator
 from spark_checkpoint_runtime.layout import JobFolder
+from spark_checkpoint_runtime.lease import UNFENCED, Fence
 from spark_checkpoint_runtime.snapshot import StoredFiles
 from spark_checkpoint_runtime.working_copy import WorkingCopy
 
@@ -33,8 +34,11 @@ def spark_like_working_folder(tmp_path: Path, batch: int) -> WorkingCopy:
     return working
 
 
-def local_coordinator(storage: JobFolder, working: WorkingCopy, next_id: int = 1) -> CheckpointCoordinator:
-    """A real coordinator of run ``run-1`` over ``working`` (periodic checkpoints off: snapshots on request)."""
+def local_coordinator(
+    storage: JobFolder, working: WorkingCopy, next_id: int = 1, fence: Fence = UNFENCED
+) -> CheckpointCoordinator:
+    """A real coordinator of run ``run-1`` over ``working`` (periodic checkpoints off: snapshots on request).
+    ``fence`` is asked before every write, as a run's lease is: a test can act at those points."""
     return CheckpointCoordinator(
         storage,
         working,
@@ -46,13 +50,16 @@ def local_coordinator(storage: JobFolder, working: WorkingCopy, next_id: int = 1
         restored_from=None,
         spark_version="test",
         on_completed=lambda meta: None,
+        fence=fence,
     )
 
 
 @contextmanager
-def running_coordinator(storage: JobFolder, working: WorkingCopy) -> Iterator[CheckpointCoordinator]:
+def running_coordinator(
+    storage: JobFolder, working: WorkingCopy, fence: Fence = UNFENCED
+) -> Iterator[CheckpointCoordinator]:
     """``local_coordinator`` started for the block and shut down after it, however the block ends."""
-    coordinator = local_coordinator(storage, working)
+    coordinator = local_coordinator(storage, working, fence=fence)
     coordinator.start()
     try:
         yield coordinator

@@ -21,10 +21,10 @@ from tests.support.coordinator import local_coordinator, running_coordinator, sp
 
 
 def _purge_before(tmp_path: Path, batch: int) -> None:
-    """What Spark's purge leaves: offsets and commits from ``batch`` on."""
+    """What Spark's purge leaves: offsets and commits from ``batch`` on (of its folder: frozen copies stay)."""
     for log_dir in ("offsets", "commits"):
         for entry in (tmp_path / "work").glob(f"**/{log_dir}/*"):
-            if entry.name.isdigit() and int(entry.name) < batch:
+            if entry.name.isdigit() and int(entry.name) < batch and "frozen" not in entry.parts:
                 entry.unlink()
 
 
@@ -40,6 +40,37 @@ def test_a_savepoint_asked_for_a_batch_spark_has_since_purged_takes_the_newest_b
     [checkpoint] = storage.checkpoints.completed()
     assert checkpoint.batch_id == 12, "the checkpoint before the savepoint covers what the savepoint holds"
     assert SavepointFolder(str(tmp_path / "sp")).read_metadata().batch_id == 12
+
+
+class _RunsOnDuringTheUpload:
+    """A fence that, when the checkpoint's upload first asks it, lets the query run on to batch 25 and Spark purge
+    its history before batch 16: what a long upload beside fast batches sees."""
+
+    def __init__(self, tmp_path: Path):
+        self.tmp_path, self.ran_on = tmp_path, False
+
+    def confirm(self, action: str) -> None:
+        return None
+
+    def check(self, action: str) -> None:
+        if action.startswith("uploading checkpoint") and not self.ran_on:
+            self.ran_on = True
+            spark_like_working_folder(self.tmp_path, batch=25)
+            _purge_before(self.tmp_path, 16)
+
+
+def test_a_savepoint_is_frozen_with_its_checkpoint_so_a_long_upload_cannot_lose_its_batch(tmp_path: Path):
+    storage = JobFolder(str(tmp_path / "root"), "j")
+    working = spark_like_working_folder(tmp_path, batch=12)
+    fence = _RunsOnDuringTheUpload(tmp_path)
+    with running_coordinator(storage, working, fence) as coordinator:
+        coordinator.batch_completed(12)
+        taken = coordinator.savepoint_now(12, SavepointTarget(SavepointFolder(str(tmp_path / "sp"))))
+    assert fence.ran_on, "the query ran on while the checkpoint uploaded"
+    assert taken.result is not None, taken.reason
+    assert SavepointFolder(str(tmp_path / "sp")).read_metadata().batch_id == 12
+    assert [c.batch_id for c in storage.checkpoints.completed()] == [12]
+    assert not list(Path(working.frozen_path).iterdir()), "every frozen capture is released"
 
 
 def test_a_checkpoint_asked_for_a_batch_spark_has_since_purged_takes_the_newest_batch(tmp_path: Path):
