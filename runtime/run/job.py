@@ -104,7 +104,7 @@ class StreamingJob:
                 spark.conf.set(key, value)
         with bounded_working_history(spark):
             df = load_pipeline(opts.pipeline, spark)
-            fingerprint = job_fingerprint(df, spark)
+            fingerprint = job_fingerprint(df, spark, planner.pinned_confs())
             planner.check_compatible(fingerprint, spark)
             sink = load_sink(opts.sink, opts.storage_options)
             planner.check_existing_output(sink)

@@ -58,6 +58,13 @@ class RunPlanner:
         self.point = resolve_restore_point(self.storage, self.options.restore_from)
         return self.point
 
+    def pinned_confs(self) -> dict[str, str] | None:
+        """The confs Spark pinned in the snapshot to restore (None for a fresh start): a restored query runs
+        with these, whatever the session says."""
+        if self.point is None:
+            return None
+        return {str(k): str(v) for k, v in (self.point.metadata.fingerprint.get("pinned_confs") or {}).items()}
+
     def check_compatible(self, fingerprint: dict[str, Any], spark: Any) -> None:
         """Refuse a restore whose snapshot the new pipeline cannot continue (nothing is written yet)."""
         if self.point is not None:

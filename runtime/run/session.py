@@ -23,7 +23,7 @@ from spark_checkpoint_runtime.spark_versions import (
     missing_api,
 )
 from spark_checkpoint_runtime.state_files import UnsupportedStateStore
-from spark_checkpoint_runtime.state_files.lineage import CODEC_CONF, READABLE_CODECS, readable_codec
+from spark_checkpoint_runtime.state_files.lineage import CODEC_CONF, DEFAULT_CODEC, require_readable_codec
 
 
 def create_session(options: JobOptions) -> Any:
@@ -96,8 +96,10 @@ def _explain_missing_api(error: Exception, spark: Any) -> None:
         raise unsupported from None
 
 
-def job_fingerprint(df: Any, spark: Any) -> dict[str, Any]:
-    """The stateful plan and state store settings, refused when the runtime cannot snapshot the store."""
+def job_fingerprint(df: Any, spark: Any, pinned: dict[str, str] | None = None) -> dict[str, Any]:
+    """The stateful plan and state store settings, refused when the runtime cannot snapshot the store.
+
+    ``pinned``: the confs Spark pinned in the snapshot the run restores (None for a fresh start)."""
     fingerprint = {**plan_fingerprint(df), "state_store": state_store_settings(spark)}
     running = check_supported(spark.version)
     check_features(running, fingerprint["state_store"], fingerprint["operators"])
@@ -110,13 +112,13 @@ def job_fingerprint(df: Any, spark: Any) -> dict[str, Any]:
             "of them"
         )
     store = fingerprint["state_store"]
-    codec = spark.conf.get(CODEC_CONF, "lz4")
-    lineage_needed = store["checkpoint_format_version"] >= 2 and store["changelog_checkpointing"]
-    if store["provider"] == ROCKSDB_PROVIDER and lineage_needed and not readable_codec(codec):
-        # Which file of an old version is the committed one is then written only inside the changelogs.
-        raise UnsupportedStateStore(
-            f"{CODEC_CONF}={codec} with RocksDB checkpoint format v2: the runtime reads the lineage Spark writes "
-            f"into each changelog to tell the committed files from a retried attempt's, and reads it in "
-            f"{' and '.join(READABLE_CODECS)} only; set {CODEC_CONF} to one of them (lz4 is Spark's default)"
-        )
+    v2_changelogs = store["checkpoint_format_version"] >= 2 and store["changelog_checkpointing"]
+    if fingerprint["operators"] and store["provider"] == ROCKSDB_PROVIDER and v2_changelogs:
+        # Old versions' files are told apart by the lineage in the changelogs, which the capture must read. A
+        # restored query keeps the codec its offset log pinned (Spark's default where none is pinned).
+        if pinned is not None:
+            codec = pinned.get(CODEC_CONF) or DEFAULT_CODEC
+        else:
+            codec = spark.conf.get(CODEC_CONF, DEFAULT_CODEC)
+        require_readable_codec(codec)
     return fingerprint

@@ -3,62 +3,85 @@
 With ``spark.sql.streaming.stateStore.checkpointFormatVersion=2`` every version's files carry a unique id
 (``<v>_<id>.changelog``) and a retried attempt leaves files with other ids beside the committed ones. The commit
 log names the committed id of recent versions only (Spark keeps ``minBatchesToRetain`` entries), so Spark does
-not use it for older ones: each changelog starts with the list of ``(version, id)`` it was written on top of,
-from the snapshot it started from up to the version before its own, and Spark rebuilds a version by following
-that list (``RocksDB.loadWithCheckpointId``). The capture follows the same list, so a file of an abandoned
-attempt is never taken however old it is.
+not use it for older ones: each changelog of version V starts with the ``(version, id)`` of the versions before
+it, up to V-1, from where the writer's lineage starts (the last snapshot it uploaded, the start of the lineage it
+loaded, or version 1). Spark rebuilds V from the newest zip among those entries and the changelogs after it
+(``RocksDB.loadWithCheckpointId``); the capture follows the same list, so a file of an abandoned attempt is never
+taken however old it is. Spark 4.0 to 4.3 write the same header.
 
-The header sits inside the file's compression stream (``spark.sql.streaming.stateStore.compression.codec``):
-``writeUTF("v3" | "v4")`` then ``writeUTF(<JSON list of {"version", "checkpointUniqueId"}>)`` in Java's
-``DataOutputStream`` encoding. Read here for lz4 (Spark's default; lz4-java's block stream) and zstd;
-another codec returns None and the caller falls back on the commit log.
+The header sits inside the file's compression stream (``spark.sql.streaming.stateStore.compression.codec``,
+pinned per query): ``writeUTF("v3" | "v4")`` then ``writeUTF(<JSON list of {"version", "checkpointUniqueId"}>)``
+in Java's ``DataOutputStream`` encoding. Read here for lz4 (Spark's default; lz4-java's block stream) and zstd;
+a job whose changelogs use another codec is refused before it starts (``require_readable_codec``).
 """
 
 from __future__ import annotations
 
+import importlib
 import io
 import json
 import struct
 
-from spark_checkpoint_runtime.state_files.errors import CaptureError
+from spark_checkpoint_runtime.state_files.errors import CaptureError, UnsupportedStateStore
 
 CODEC_CONF = "spark.sql.streaming.stateStore.compression.codec"
-READABLE_CODECS = {"lz4": "LZ4CompressionCodec", "zstd": "ZStdCompressionCodec"}  # short name: class name
-LINEAGE_WRITERS = ("v3", "v4")  # Spark's changelog writers of checkpoint format v2 (v4: with column families)
+DEFAULT_CODEC = "lz4"
+# Codec short name -> (Spark's codec class, the Python module that decompresses it: in the spark extra).
+READABLE_CODECS = {"lz4": ("LZ4CompressionCodec", "lz4.block"), "zstd": ("ZStdCompressionCodec", "zstandard")}
+LINEAGE_FORMATS = ("v3", "v4")  # changelog formats that carry a lineage (v4: with column families)
 _LZ4_MAGIC = b"LZ4Block"
-_LZ4_HEADER = struct.Struct("<Biii")  # token (method | level), compressed length, original length, checksum
+_LZ4_HEADER = struct.Struct("<BIII")  # token (method | level), compressed length, original length, checksum
 _LZ4_RAW, _LZ4_COMPRESSED = 0x10, 0x20
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
-def readable_codec(codec: str) -> bool:
-    """Whether this reader knows the state store codec ``codec`` (a short name or a codec class name)."""
+def require_readable_codec(codec: str) -> None:
+    """Refuse, with what to do, a changelog codec whose lineage this reader cannot read or whose Python
+    decompressor is not installed (``UnsupportedStateStore``)."""
     name = codec.strip()
-    return name.lower() in READABLE_CODECS or name.rsplit(".", 1)[-1] in READABLE_CODECS.values()
+    short = next((s for s, (cls, _) in READABLE_CODECS.items() if name.lower() == s or name.endswith(cls)), None)
+    if short is None:
+        raise UnsupportedStateStore(
+            f"{CODEC_CONF}={codec} with RocksDB changelogs in checkpoint format v2: the runtime reads the lineage "
+            f"Spark writes into each changelog to tell the committed files from a retried attempt's, and reads it "
+            f"in {', '.join(READABLE_CODECS)} only; set {CODEC_CONF} to one of them (lz4 is Spark's default). A "
+            "restored query keeps the codec it started with: restore a snapshot taken with one of them"
+        )
+    module = READABLE_CODECS[short][1]
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        raise UnsupportedStateStore(
+            f"reading RocksDB changelogs written with {short} needs the Python module {module} ({exc}); install "
+            "the runtime's spark extra (pip install 'airflow-checkpoint-provider[spark]')"
+        ) from None
 
 
 def read_lineage(data: bytes, where: str) -> list[tuple[int, str]] | None:
     """The ``(version, unique id)`` list a changelog's header records, oldest first.
 
-    None when the file has no lineage (a changelog of checkpoint format v1) or uses a codec this reader does
-    not know (lzf, snappy). Raises ``CaptureError`` for a header that is there but cannot be read.
+    None when the file carries no lineage: a changelog of checkpoint format v1 (no header, or the ``v2`` header
+    of the column family writer) or one in a codec this reader does not know. Raises ``CaptureError`` for a
+    header that is there but cannot be read.
     """
     if data.startswith(_LZ4_MAGIC):
-        plain = _Lz4Blocks(data, where)
+        plain: _Lz4Blocks | _ZstdFrames = _Lz4Blocks(data, where)
     elif data.startswith(_ZSTD_MAGIC):
         plain = _ZstdFrames(data, where)
     else:
         return None
     try:
-        writer = _read_utf(plain)
-        if writer not in LINEAGE_WRITERS:
+        if _read_utf(plain) not in LINEAGE_FORMATS:
             return None
         entries = json.loads(_read_utf(plain))
         lineage = [(int(e["version"]), str(e["checkpointUniqueId"])) for e in entries]
     except (EOFError, UnicodeDecodeError, ValueError, TypeError, KeyError) as exc:
         raise CaptureError(f"the lineage header of RocksDB changelog {where} is unreadable: {exc}") from exc
-    if [v for v, _ in lineage] != sorted({v for v, _ in lineage}):
-        raise CaptureError(f"the lineage header of RocksDB changelog {where} lists versions out of order: {lineage}")
+    versions = [v for v, _ in lineage]
+    if any(later != earlier + 1 for earlier, later in zip(versions, versions[1:], strict=False)):
+        raise CaptureError(
+            f"the lineage header of RocksDB changelog {where} lists versions {versions}, not one after another"
+        )
     return lineage
 
 
@@ -79,7 +102,8 @@ def _read_exactly(stream: _Lz4Blocks | _ZstdFrames, size: int) -> bytes:
 
 
 class _Lz4Blocks:
-    """lz4-java's ``LZ4BlockOutputStream`` format: blocks of ``LZ4Block``, a 13-byte header, then the data."""
+    """lz4-java's ``LZ4BlockOutputStream`` format: blocks of ``LZ4Block``, a 13-byte header, then the data;
+    decompressed only as far as the header reaches."""
 
     def __init__(self, data: bytes, where: str):
         self._data, self._where, self._at, self._plain = data, where, 0, b""
@@ -95,22 +119,27 @@ class _Lz4Blocks:
         if not self._data.startswith(_LZ4_MAGIC, self._at) or start + _LZ4_HEADER.size > len(self._data):
             return False
         token, compressed, original, _checksum = _LZ4_HEADER.unpack_from(self._data, start)
-        body = self._data[start + _LZ4_HEADER.size : start + _LZ4_HEADER.size + compressed]
-        self._at = start + _LZ4_HEADER.size + compressed
+        body_start = start + _LZ4_HEADER.size
+        method = token & 0xF0
         if original == 0:
             return False  # the end mark
-        method = token & 0xF0
+        if compressed == 0 or body_start + compressed > len(self._data):
+            raise CaptureError(f"RocksDB changelog {self._where} has an lz4 block cut short")
+        if method == _LZ4_RAW and compressed != original:
+            raise CaptureError(f"RocksDB changelog {self._where} has an uncompressed lz4 block of two lengths")
+        if method not in (_LZ4_RAW, _LZ4_COMPRESSED):
+            raise CaptureError(f"RocksDB changelog {self._where} has an lz4 block of unknown method {method:#x}")
+        body = self._data[body_start : body_start + compressed]
+        self._at = body_start + compressed
         if method == _LZ4_RAW:
             self._plain += body
-        elif method == _LZ4_COMPRESSED:
-            import lz4.block  # the spark extra's dependency; only a v2 changelog needs it
+            return True
+        import lz4.block  # the spark extra's; checked at job start (require_readable_codec)
 
-            try:
-                self._plain += lz4.block.decompress(body, uncompressed_size=original)
-            except lz4.block.LZ4BlockError as exc:
-                raise CaptureError(f"RocksDB changelog {self._where} has a damaged lz4 block: {exc}") from exc
-        else:
-            raise CaptureError(f"RocksDB changelog {self._where} has an lz4 block of unknown method {method:#x}")
+        try:
+            self._plain += lz4.block.decompress(body, uncompressed_size=original)
+        except lz4.block.LZ4BlockError as exc:
+            raise CaptureError(f"RocksDB changelog {self._where} has a damaged lz4 block: {exc}") from exc
         return True
 
 
@@ -118,7 +147,7 @@ class _ZstdFrames:
     """zstd frames (Spark's ``ZStdCompressionCodec``), decompressed only as far as the header reaches."""
 
     def __init__(self, data: bytes, where: str):
-        import zstandard  # the spark extra's dependency; only a v2 changelog written with codec zstd needs it
+        import zstandard  # the spark extra's; checked at job start (require_readable_codec)
 
         self._error, self._where = zstandard.ZstdError, where
         self._stream = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data))

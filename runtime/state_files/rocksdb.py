@@ -25,14 +25,18 @@ import re
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from spark_checkpoint_runtime.state_files.errors import CaptureError, CaptureRaced
-from spark_checkpoint_runtime.state_files.lineage import read_lineage
+from spark_checkpoint_runtime.state_files.lineage import READABLE_CODECS, read_lineage
 
 DATA_FILE = re.compile(r"^(\d+)(?:_([0-9A-Za-z-]+))?\.(zip|changelog)$")
 SST_FOLDER = "SSTs"
 LOG_FOLDER = "logs"
 _PLAIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+_Files = dict[int, dict[str, list[tuple[str | None, str]]]]  # version -> kind -> (unique id, file name)
 
 
 @dataclass(frozen=True)
@@ -98,20 +102,29 @@ def select_chain(
     operator and partition (None when the commit log has no entry: the file of that version is then the only
     one); ``read`` returns a working file's bytes.
     """
-    by_version: dict[int, dict[str, list[tuple[str | None, str]]]] = {}
+    by_version: _Files = {}
     for name in names:
         match = DATA_FILE.match(name)
         if match:
             version, unique_id, kind = int(match.group(1)), match.group(2), match.group(3)
             by_version.setdefault(version, {}).setdefault(kind, []).append((unique_id, name))
 
-    def pick(version: int, kind: str) -> str | None:
+    def pick(version: int, kind: str, *, named_by_commit_log: bool = False) -> str | None:
+        """The file of ``version``: the one the commit log names, else the only one there is. With
+        ``named_by_commit_log``, a file with an id is taken only where the commit log names it."""
         candidates = by_version.get(version, {}).get(kind, [])
         if not candidates:
             return None
         ids = committed_ids(version)
-        if ids is not None and any(uid is not None for uid, _ in candidates):
+        with_ids = any(uid is not None for uid, _ in candidates)
+        if ids is not None and with_ids:
             chosen = [name for uid, name in candidates if uid in ids]
+        elif with_ids and named_by_commit_log:
+            raise CaptureError(
+                f"state folder {folder} cannot tell which {kind} of version {version} the committed batch wrote: "
+                "the commit log no longer names it, and the target's changelog carries no lineage this runtime "
+                f"reads (the codecs it reads: {', '.join(READABLE_CODECS)})"
+            )
         else:
             chosen = [name for _, name in candidates]
         if len(chosen) > 1:
@@ -122,7 +135,7 @@ def select_chain(
         return chosen[0] if chosen else None
 
     chain = _from_lineage(folder, by_version, target, pick, committed_ids, read)
-    if chain is None:
+    if chain is None:  # checkpoint format v1
         chain = _walk_back(folder, target, pick)
     selected = [f"{folder}/{name}" for name in chain]
     for name in chain:
@@ -133,22 +146,24 @@ def select_chain(
     return selected
 
 
-_Files = dict[int, dict[str, list[tuple[str | None, str]]]]
+class _Pick(Protocol):
+    def __call__(self, version: int, kind: str, *, named_by_commit_log: bool = False) -> str | None: ...
 
 
 def _from_lineage(
     folder: str,
     by_version: _Files,
     target: int,
-    pick: Callable[[int, str], str | None],
+    pick: _Pick,
     committed_ids: Callable[[int], set[str] | None],
     read: Callable[[str], bytes],
 ) -> list[str] | None:
-    """The chain the target's own files name (checkpoint format v2), or None where they name none.
+    """The chain of checkpoint format v2 (files named ``<v>_<id>``), or None for format v1 files.
 
     A zip of the target is the whole chain. Otherwise the target changelog's lineage names one file per older
-    version: the newest of them that has a zip is the base, the changelogs after it are replayed. None for
-    format v1 files and for a changelog whose codec the lineage reader does not know.
+    version: the newest of them that has a zip is the base, the changelogs after it are replayed, as Spark
+    loads it. A changelog without a lineage this runtime reads is followed back only as far as the commit log
+    names each version's file.
     """
     zip_name = pick(target, "zip")
     if zip_name is not None:
@@ -158,12 +173,12 @@ def _from_lineage(
         return None
     lineage = read_lineage(read(f"{folder}/{changelog}"), f"{folder}/{changelog}")
     if lineage is None:
-        return None
+        return _walk_back(folder, target, lambda v, kind: pick(v, kind, named_by_commit_log=True))
 
-    def named(version: int, unique_id: str, kind: str) -> str | None:
+    def file_with_id(version: int, unique_id: str, kind: str) -> str | None:
         return next((n for uid, n in by_version.get(version, {}).get(kind, []) if uid == unique_id), None)
 
-    base = next(((v, uid) for v, uid in reversed(lineage) if named(v, uid, "zip")), None)
+    base = next(((v, uid) for v, uid in reversed(lineage) if file_with_id(v, uid, "zip")), None)
     after = [(v, uid) for v, uid in lineage if base is None or v > base[0]]
     expected = list(range(base[0] + 1 if base else 1, target))
     if [v for v, _ in after] != expected:
@@ -174,7 +189,7 @@ def _from_lineage(
             "this checkpoint needs. Take the checkpoint again; if it recurs, raise "
             "spark.sql.streaming.minBatchesToRetain"
         )
-    chain = [named(*base, "zip")] if base else []
+    chain = [file_with_id(*base, "zip")] if base else []
     for version, unique_id in after:
         ids = committed_ids(version)
         if ids is not None and unique_id not in ids:
@@ -182,7 +197,7 @@ def _from_lineage(
                 f"state folder {folder}: the lineage in {changelog} names {version}_{unique_id} but the commit log "
                 f"names {sorted(ids)} for version {version}; the working folder is inconsistent"
             )
-        name = named(version, unique_id, "changelog")
+        name = file_with_id(version, unique_id, "changelog")
         if name is None:
             raise CaptureError(
                 f"state folder {folder} cannot rebuild version {target}: {version}_{unique_id}.changelog, which "
@@ -193,7 +208,7 @@ def _from_lineage(
 
 
 def _walk_back(folder: str, target: int, pick: Callable[[int, str], str | None]) -> list[str]:
-    """Checkpoint format v1: the newest zip at or below the target, then every changelog after it."""
+    """The newest zip at or below the target, then every changelog after it, each version's file by ``pick``."""
     chain: list[str] = []
     for base in range(target, -1, -1):
         zip_name = pick(base, "zip") if base > 0 else None

@@ -14,6 +14,8 @@ from spark_checkpoint_runtime.state_files.lineage import read_lineage
 from tests.support.landing import Landing
 from tests.support.state_matrix import ROCKSDB
 
+pytestmark = pytest.mark.spark
+
 V2_CHANGELOGS = {
     "spark.sql.shuffle.partitions": "2",
     "spark.sql.streaming.stateStore.providerClass": ROCKSDB,

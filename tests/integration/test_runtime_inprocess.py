@@ -198,24 +198,39 @@ def test_a_state_store_with_an_unknown_file_layout_is_refused_naming_it(spark, t
 def test_rocksdb_format_v2_changelogs_in_a_codec_whose_lineage_cannot_be_read_are_refused_before_the_run(
     spark, tmp_path, landing
 ):
+    """Fresh, the session's codec decides; restored, the codec the snapshot's query pinned (Spark keeps it)."""
+    from dataclasses import replace
+
     from spark_checkpoint_runtime.state_files import UnsupportedStateStore
+    from spark_checkpoint_runtime.state_files.lineage import CODEC_CONF
 
     landing.add_files(1)
     confs = {
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB,
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         "spark.sql.streaming.stateStore.checkpointFormatVersion": "2",
-        "spark.sql.streaming.stateStore.compression.codec": "snappy",
     }
+    counts = {"pipeline": "examples.pipelines:running_counts", "output_mode": "update"}
     try:
         for key, value in confs.items():
             spark.conf.set(key, value)
-        with pytest.raises(UnsupportedStateStore, match="codec=snappy with RocksDB checkpoint format v2.*lz4 and zstd"):
-            run(spark, "snappy", tmp_path, landing, pipeline="examples.pipelines:running_counts", output_mode="update")
+        spark.conf.set(CODEC_CONF, "snappy")
+        with pytest.raises(UnsupportedStateStore, match="codec=snappy with RocksDB changelogs in checkpoint format v2"):
+            run(spark, "v2", tmp_path, landing, **counts)
+        assert not (tmp_path / "root").exists() and not (tmp_path / "work").exists()
+        spark.conf.unset(CODEC_CONF)
+        assert run(spark, "v2", tmp_path, landing, **counts)["status"] == "finished"
+        # A snapshot whose query pinned snappy (taken before this check existed): its restore is refused too,
+        # although the session now says nothing (Spark would write snappy again).
+        storage = JobFolder(str(tmp_path / "root"), "v2")
+        latest = storage.checkpoints.read(storage.checkpoints.newest_metadata_id())
+        pinned = {**latest.fingerprint["pinned_confs"], CODEC_CONF: "snappy"}
+        storage.checkpoints.write_metadata(replace(latest, fingerprint={**latest.fingerprint, "pinned_confs": pinned}))
+        with pytest.raises(UnsupportedStateStore, match="codec=snappy .* restored query keeps the codec"):
+            run(spark, "v2", tmp_path, landing, **counts)
     finally:
-        for key in confs:
+        for key in (*confs, CODEC_CONF):
             spark.conf.unset(key)
-    assert not (tmp_path / "root").exists() and not (tmp_path / "work").exists()
 
 
 def test_failed_checkpoints_beyond_tolerance_fail_the_job_and_publish_nothing(spark, tmp_path, landing):

@@ -13,8 +13,8 @@ from pathlib import Path
 import lz4.block
 import pytest
 
-from spark_checkpoint_runtime.state_files import CaptureError
-from spark_checkpoint_runtime.state_files.lineage import read_lineage, readable_codec
+from spark_checkpoint_runtime.state_files import CaptureError, UnsupportedStateStore
+from spark_checkpoint_runtime.state_files.lineage import read_lineage, require_readable_codec
 from tests.unit.test_state_selection import Folder
 
 SPARK_WRITTEN = Path(__file__).parent / "rocksdb_changelogs"
@@ -26,11 +26,14 @@ def spark_written(codec: str, name: str) -> bytes:
     return (SPARK_WRITTEN / f"{codec}-{name}.changelog").read_bytes()
 
 
-def lz4_java(plain: bytes) -> bytes:
-    """``plain`` in lz4-java's block stream, as Spark's lz4 codec frames it (one block, then the end mark)."""
-    body = lz4.block.compress(plain, store_size=False)
-    block = b"LZ4Block" + struct.pack("<Biii", 0x25, len(body), len(plain), 0) + body
-    return block + b"LZ4Block" + struct.pack("<Biii", 0x15, 0, 0, 0)
+def lz4_java(*blocks: bytes, raw: bool = False) -> bytes:
+    """``blocks`` in lz4-java's block stream, as Spark's lz4 codec frames them, then the end mark. ``raw``: stored
+    uncompressed, as lz4-java does when compression does not pay."""
+    framed = b""
+    for plain in blocks:
+        body = plain if raw else lz4.block.compress(plain, store_size=False)
+        framed += b"LZ4Block" + struct.pack("<BIII", 0x15 if raw else 0x25, len(body), len(plain), 0) + body
+    return framed + b"LZ4Block" + struct.pack("<BIII", 0x15, 0, 0, 0)
 
 
 def java_utf(text: str) -> bytes:
@@ -48,8 +51,20 @@ def test_the_lineage_spark_writes_is_read_in_both_codecs_spark_defaults_to_or_of
     # A changelog of format v1 (no header) or of the column family writer of v1 ("v2") has no lineage.
     assert read_lineage(lz4_java(java_utf("v2") + b"\x00\x00\x00\x05"), "v1 with column families") is None
     assert read_lineage(b"\x82SNAPPY\x00", "snappy") is None
-    assert readable_codec("lz4") and readable_codec("org.apache.spark.io.ZStdCompressionCodec")
-    assert not readable_codec("snappy") and not readable_codec("lzf")
+    # Uncompressed blocks, and a header that spans two blocks.
+    four_and_five = '[{"version":4,"checkpointUniqueId":"a"},{"version":5,"checkpointUniqueId":"b"}]'
+    header = java_utf("v3") + java_utf(four_and_five)
+    assert read_lineage(lz4_java(header[:7], header[7:], raw=True), "raw") == [(4, "a"), (5, "b")]
+    assert read_lineage(lz4_java(header[:30], header[30:] + b"\x00" * 99), "two blocks") == [(4, "a"), (5, "b")]
+    assert read_lineage(lz4_java(java_utf("v3") + java_utf("[]")), "version 1") == []
+
+
+def test_a_codec_whose_lineage_cannot_be_read_is_refused_naming_the_conf():
+    for codec in ("lz4", "zstd", "ZSTD", "org.apache.spark.io.LZ4CompressionCodec"):
+        require_readable_codec(codec)
+    for codec in ("snappy", "lzf", "org.apache.spark.io.SnappyCompressionCodec"):
+        with pytest.raises(UnsupportedStateStore, match=f"compression.codec={codec} .*lz4, zstd only"):
+            require_readable_codec(codec)
 
 
 def test_a_damaged_lineage_header_is_an_error_never_a_guess():
@@ -59,8 +74,16 @@ def test_a_damaged_lineage_header_is_an_error_never_a_guess():
     with pytest.raises(CaptureError, match="header ends after"):
         read_lineage(lz4_java(java_utf("v3") + b"\x01\x00[{"), "short")
     backwards = '[{"version":3,"checkpointUniqueId":"a"},{"version":2,"checkpointUniqueId":"b"}]'
-    with pytest.raises(CaptureError, match="out of order"):
+    with pytest.raises(CaptureError, match=r"lists versions \[3, 2\], not one after another"):
         read_lineage(lz4_java(java_utf("v3") + java_utf(backwards)), "x")
+    gap = '[{"version":2,"checkpointUniqueId":"a"},{"version":4,"checkpointUniqueId":"b"}]'
+    with pytest.raises(CaptureError, match="not one after another"):
+        read_lineage(lz4_java(java_utf("v3") + java_utf(gap)), "x")
+    # Lengths that point nowhere: an error, never a loop or a guess.
+    for token, compressed, original in ((0x15, 0, 5), (0x25, 1 << 30, 5), (0x15, 4, 5), (0x35, 3, 3)):
+        block = b"LZ4Block" + struct.pack("<BIII", token, compressed, original, 0) + b"abc"
+        with pytest.raises(CaptureError, match="lz4 block"):
+            read_lineage(block, "bad lengths")
 
 
 def _v2_folder() -> Folder:
@@ -89,6 +112,21 @@ def test_an_old_version_is_the_file_the_lineage_names_not_an_abandoned_attempts(
         f"state/0/0/{LZ4_TARGET}.changelog",
         "state/0/0/SSTs/000010-a.sst",
     ], "walking back by version alone would start from the retried attempt's 22_retry.zip"
+
+
+def test_a_zip_of_the_target_is_the_one_the_commit_log_names_and_needs_no_lineage():
+    folder = _v2_folder()
+    target_id = LZ4_TARGET.split("_", 1)[1]
+    folder.add_zip(f"23_{target_id}.zip", {"000013-t.sst": 10})
+    folder.add_zip("23_retry.zip", {"000014-r.sst": 10})
+    assert folder.select(22) == [f"state/0/0/23_{target_id}.zip", "state/0/0/SSTs/000013-t.sst"]
+
+
+def test_a_changelog_without_a_readable_lineage_is_followed_only_where_the_commit_log_names_each_file():
+    folder = _v2_folder()
+    folder.files[f"state/0/0/{LZ4_TARGET}.changelog"] = b"\x82SNAPPY\x00 written with codec snappy"
+    with pytest.raises(CaptureError, match="cannot tell which zip of version 22 the committed batch wrote"):
+        folder.select(22)
 
 
 def test_a_lineage_that_cannot_be_followed_fails_the_capture_naming_the_file():
