@@ -37,7 +37,7 @@ from spark_checkpoint_runtime.lease import UNFENCED, Fence
 from spark_checkpoint_runtime.retention import MetadataCache, subsume
 from spark_checkpoint_runtime.snapshot import Capture, StoredFiles, Upload, capture
 from spark_checkpoint_runtime.snapshot_targets import CheckpointTarget, SnapshotTarget
-from spark_checkpoint_runtime.state_files import CaptureRaced
+from spark_checkpoint_runtime.state_files import CaptureError, CaptureRaced
 from spark_checkpoint_runtime.working_copy import WorkingCopy
 
 log = logging.getLogger(__name__)
@@ -75,6 +75,7 @@ class SnapshotRequest:
     reason: str | None = None
     savepoint: SnapshotRequest | None = None
     prepared: Capture | None = None
+    abandoned: bool = False  # its caller stopped waiting: nothing may be prepared for it any more
 
 
 @dataclass
@@ -153,6 +154,7 @@ class CheckpointCoordinator:
         self._reserved: list[int] = []  # ids this run reserved in the id record, oldest first
         self._marked = False  # this run recorded that the job has a completed checkpoint
         self._pending: PendingCheckpoint | None = None
+        self._prepared_count = 0  # names the captures frozen for savepoints ahead of their turn
         self._latest_batch = -1
         self._requests: list[SnapshotRequest] = []
         self._fatal: str | None = None
@@ -210,6 +212,8 @@ class CheckpointCoordinator:
             self.snapshot_now(request, timeout)
             return request
         finally:
+            with self._changed:
+                request.abandoned = True
             self._release_prepared(request)  # frozen with the checkpoint but never uploaded
 
     def snapshot_now(self, request: SnapshotRequest, timeout: float | None = None) -> CheckpointMetadata | None:
@@ -286,10 +290,17 @@ class CheckpointCoordinator:
             latest = self._latest_batch
             request = self._requests[0] if self._requests else None
         if request is not None:
-            if request.target is None and request.batch_id <= self.covered_batch:
+            # A savepoint's checkpoint takes the newest batch, where its savepoint is frozen too; when nothing is
+            # newer than what is covered, the savepoint is frozen at once (Spark still has the newest batch).
+            newer = request.savepoint is not None and latest > self.covered_batch
+            if request.target is None and request.batch_id <= self.covered_batch and not newer:
+                if request.savepoint is not None:
+                    self._prepare(request.savepoint, self.covered_batch)
                 self._resolve(request, self.latest, None)  # already covered: nothing to take
             else:
-                self._trigger(self._batch_for(request, latest), request)
+                prepared = self._take_prepared(request)
+                batch_id = prepared.batch_id if prepared is not None else self._batch_for(request, latest)
+                self._trigger(batch_id, request, prepared)
         elif latest > self.covered_batch and self.decider.due(now):
             self._trigger(latest)
 
@@ -304,27 +315,31 @@ class CheckpointCoordinator:
         """
         if request.target is None:
             return max(request.batch_id, latest)
-        if request.prepared is not None:
-            return request.prepared.batch_id
         return max(request.batch_id, self.covered_batch)
 
-    def _prepare(self, savepoint: SnapshotRequest, checkpoint_id: int, batch_id: int) -> None:
-        """Freeze a savepoint's files together with those of the checkpoint before it, of the same batch.
+    def _prepare(self, savepoint: SnapshotRequest, batch_id: int) -> None:
+        """Freeze a savepoint's files now, at the batch of the checkpoint just taken before it.
 
         The savepoint is uploaded once that checkpoint completes, and Spark keeps only 10 batches of history
         while the query runs on: a capture after a long upload could find the batch gone. Should this capture
         fail, the savepoint is captured when its turn comes, as any savepoint is.
         """
         self._release_prepared(savepoint)  # frozen with an earlier try of this checkpoint, which was declined
+        self._prepared_count += 1
+        name = f"savepoint-{self._prepared_count}"
+        started = self.clock()
         try:
-            prepared = capture(
-                self.working, checkpoint_id, batch_id, self.stored, reuse=False, frozen_as=f"chk-{checkpoint_id}-sp"
-            )
-        except Exception as exc:  # noqa: BLE001 - the savepoint's own capture comes later and reports it
-            log.info("savepoint files not frozen with checkpoint %d (%s); captured later", checkpoint_id, exc)
+            prepared = capture(self.working, 0, batch_id, self.stored, reuse=False, frozen_as=name)
+        except (CaptureError, OSError) as exc:  # the savepoint's own capture comes later and reports it
+            self.working.release(name)
+            log.warning("savepoint files not frozen at batch %d (%s); they are captured later", batch_id, exc)
             return
+        prepared = replace(prepared, took_ms=int((self.clock() - started) * 1000))
         with self._changed:
-            savepoint.prepared = prepared
+            if not savepoint.abandoned:
+                savepoint.prepared, prepared = prepared, None
+        if prepared is not None:  # its caller stopped waiting meanwhile
+            self.working.release(prepared.frozen_as)
 
     def _take_prepared(self, request: SnapshotRequest) -> Capture | None:
         """The request's prepared capture, now owned by the caller (the waiting caller may release it too)."""
@@ -347,17 +362,17 @@ class CheckpointCoordinator:
     def _target_of(self, request: SnapshotRequest | None) -> SnapshotTarget:
         return request.target if request is not None and request.target is not None else self.checkpoints
 
-    def _trigger(self, batch_id: int, request: SnapshotRequest | None = None) -> None:
+    def _trigger(self, batch_id: int, request: SnapshotRequest | None = None, prepared: Capture | None = None) -> None:
+        """Capture ``batch_id`` (or take ``prepared``, frozen earlier for a savepoint) and start its upload."""
         checkpoint_id = self._next_id
         self._next_id += 1
         started = self.clock()
         self.decider.triggered(started)
         trigger_ms = now_ms()
         target = self._target_of(request)
-        prepared = self._take_prepared(request) if request is not None else None
         try:
             if prepared is not None:
-                snap = replace(prepared, checkpoint_id=checkpoint_id)  # its batch is the one _batch_for chose
+                snap = replace(prepared, checkpoint_id=checkpoint_id)
             else:
                 snap = capture(self.working, checkpoint_id, batch_id, self.stored, reuse=target.incremental)
         except CaptureRaced as exc:
@@ -368,9 +383,7 @@ class CheckpointCoordinator:
             self.working.release(f"chk-{checkpoint_id}")
             self._fail(checkpoint_id, batch_id, f"capture failed: {exc}", request, target)
             return
-        if request is not None and request.savepoint is not None:
-            self._prepare(request.savepoint, checkpoint_id, batch_id)
-        capture_ms = int((self.clock() - started) * 1000)
+        capture_ms = prepared.took_ms if prepared is not None else int((self.clock() - started) * 1000)
         aborted = threading.Event()
         future = self._uploader.submit(self._reserve_and_upload, checkpoint_id, target, snap, aborted)
         self._pending = PendingCheckpoint(
@@ -378,6 +391,9 @@ class CheckpointCoordinator:
         )
         future.add_done_callback(self._wake)  # complete the checkpoint as soon as its upload ends
         log.debug("triggered %s %d for batch %d", self._pending.kind, checkpoint_id, batch_id)
+        if request is not None and request.savepoint is not None:
+            # While the checkpoint uploads; on this thread, so before the checkpoint can complete.
+            self._prepare(request.savepoint, batch_id)
 
     def _reserve_and_upload(
         self, snapshot_id: int, target: SnapshotTarget, snap: Capture, aborted: threading.Event

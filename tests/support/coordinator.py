@@ -34,6 +34,15 @@ def spark_like_working_folder(tmp_path: Path, batch: int) -> WorkingCopy:
     return working
 
 
+def purge_history_before(tmp_path: Path, batch: int) -> None:
+    """What Spark's purge of its history leaves in the working folder ``spark_like_working_folder`` made:
+    offsets and commits from ``batch`` on. Frozen captures are the runtime's, and stay."""
+    for log_dir in ("offsets", "commits"):
+        for entry in (tmp_path / "work").glob(f"**/{log_dir}/*"):
+            if entry.name.isdigit() and int(entry.name) < batch and "frozen" not in entry.parts:
+                entry.unlink()
+
+
 def local_coordinator(
     storage: JobFolder, working: WorkingCopy, next_id: int = 1, fence: Fence = UNFENCED
 ) -> CheckpointCoordinator:

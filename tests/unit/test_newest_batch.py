@@ -17,21 +17,18 @@ from spark_checkpoint_runtime.layout import JobFolder, SavepointFolder
 from spark_checkpoint_runtime.snapshot_targets import SavepointTarget
 from spark_checkpoint_runtime.state_files import CaptureError
 from spark_checkpoint_runtime.state_files.selection import select_files
-from tests.support.coordinator import local_coordinator, running_coordinator, spark_like_working_folder
-
-
-def _purge_before(tmp_path: Path, batch: int) -> None:
-    """What Spark's purge leaves: offsets and commits from ``batch`` on (of its folder: frozen copies stay)."""
-    for log_dir in ("offsets", "commits"):
-        for entry in (tmp_path / "work").glob(f"**/{log_dir}/*"):
-            if entry.name.isdigit() and int(entry.name) < batch and "frozen" not in entry.parts:
-                entry.unlink()
+from tests.support.coordinator import (
+    local_coordinator,
+    purge_history_before,
+    running_coordinator,
+    spark_like_working_folder,
+)
 
 
 def test_a_savepoint_asked_for_a_batch_spark_has_since_purged_takes_the_newest_batch(tmp_path: Path):
     storage = JobFolder(str(tmp_path / "root"), "j")
     working = spark_like_working_folder(tmp_path, batch=12)
-    _purge_before(tmp_path, 3)  # the request named batch 2; the query ran on to batch 12 meanwhile
+    purge_history_before(tmp_path, 3)  # the request named batch 2; the query ran on to batch 12 meanwhile
     with running_coordinator(storage, working) as coordinator:
         coordinator.batch_completed(12)
         taken = coordinator.savepoint_now(2, SavepointTarget(SavepointFolder(str(tmp_path / "sp"))))
@@ -42,41 +39,10 @@ def test_a_savepoint_asked_for_a_batch_spark_has_since_purged_takes_the_newest_b
     assert SavepointFolder(str(tmp_path / "sp")).read_metadata().batch_id == 12
 
 
-class _RunsOnDuringTheUpload:
-    """A fence that, when the checkpoint's upload first asks it, lets the query run on to batch 25 and Spark purge
-    its history before batch 16: what a long upload beside fast batches sees."""
-
-    def __init__(self, tmp_path: Path):
-        self.tmp_path, self.ran_on = tmp_path, False
-
-    def confirm(self, action: str) -> None:
-        return None
-
-    def check(self, action: str) -> None:
-        if action.startswith("uploading checkpoint") and not self.ran_on:
-            self.ran_on = True
-            spark_like_working_folder(self.tmp_path, batch=25)
-            _purge_before(self.tmp_path, 16)
-
-
-def test_a_savepoint_is_frozen_with_its_checkpoint_so_a_long_upload_cannot_lose_its_batch(tmp_path: Path):
-    storage = JobFolder(str(tmp_path / "root"), "j")
-    working = spark_like_working_folder(tmp_path, batch=12)
-    fence = _RunsOnDuringTheUpload(tmp_path)
-    with running_coordinator(storage, working, fence) as coordinator:
-        coordinator.batch_completed(12)
-        taken = coordinator.savepoint_now(12, SavepointTarget(SavepointFolder(str(tmp_path / "sp"))))
-    assert fence.ran_on, "the query ran on while the checkpoint uploaded"
-    assert taken.result is not None, taken.reason
-    assert SavepointFolder(str(tmp_path / "sp")).read_metadata().batch_id == 12
-    assert [c.batch_id for c in storage.checkpoints.completed()] == [12]
-    assert not list(Path(working.frozen_path).iterdir()), "every frozen capture is released"
-
-
 def test_a_checkpoint_asked_for_a_batch_spark_has_since_purged_takes_the_newest_batch(tmp_path: Path):
     storage = JobFolder(str(tmp_path / "root"), "j")
     working = spark_like_working_folder(tmp_path, batch=12)
-    _purge_before(tmp_path, 3)  # the request named batch 2; the query ran on to batch 12 meanwhile
+    purge_history_before(tmp_path, 3)  # the request named batch 2; the query ran on to batch 12 meanwhile
     coordinator = local_coordinator(storage, working)
     coordinator.batch_completed(12)
     coordinator.decider.triggered(coordinator.clock())  # no periodic checkpoint for an hour: only the request
@@ -91,7 +57,7 @@ def test_a_checkpoint_asked_for_a_batch_spark_has_since_purged_takes_the_newest_
 
 def test_a_batch_gone_from_the_working_folder_is_refused_naming_the_conf(tmp_path: Path):
     working = spark_like_working_folder(tmp_path, batch=12)
-    _purge_before(tmp_path, 3)
+    purge_history_before(tmp_path, 3)
     with pytest.raises(CaptureError, match="no longer in Spark's working folder.*minBatchesToRetain"):
         select_files(working.listing(), 2, frozenset(), working.read_bytes, 2)
     with pytest.raises(CaptureError, match="batch 13 is not complete"):
