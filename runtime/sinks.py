@@ -46,6 +46,10 @@ ROLLED_BACK_DIR = "_rolled_back"
 _STAGED_BATCH = re.compile(r"^batch-(\d+)$")
 _PUBLISHED = re.compile(r"^c(\d+)-b(\d+)-")
 SINK_METHODS = ("write", "commit", "recover")
+# Object stores: files copied at once (async stores such as s3fs run the copies concurrently), then deleted in
+# one batched request. At 200 partitions a checkpoint publishes hundreds of files; one at a time, at tens of ms
+# a request, that took longer than a 10 s checkpoint interval.
+MOVES_AT_ONCE = 100
 
 
 @runtime_checkable
@@ -99,10 +103,11 @@ class ParquetSink:
     def commit(self, staged: StagedOutput) -> None:
         for batch_id in staged.batches:
             parts = self._batch_parts(staged.run_id, batch_id)
-            for name, source in sorted(parts.items()):
-                sync_file(self.fs, source)  # Spark does not fsync what it wrote: the bytes go first
-                self._move(source, posixpath.join(self.path, f"c{staged.checkpoint_id}-b{batch_id}-{name}"))
-                faults.reach("sink-commit")
+            moves = [
+                (source, posixpath.join(self.path, f"c{staged.checkpoint_id}-b{batch_id}-{name}"))
+                for name, source in sorted(parts.items())
+            ]
+            self._move_all(moves, after_each="sink-commit")
             if parts:
                 sync_folder(self.fs, self.path)  # the published names are durable before the commit returns
             # Both folders go: a part found in both (an abort cut short) was published from one of them.
@@ -110,16 +115,32 @@ class ParquetSink:
             self._rm(self._aborted_batch_path(staged.run_id, batch_id))
 
     def _move(self, source: str, destination: str) -> None:
-        """Move one file. Where the store renames (local and network filesystems), a rename. Elsewhere (object
-        stores) a copy, then a delete of the source: a kill between them leaves the file in both places, whole
-        (an object store's copy is atomic), and whichever step comes next repeats the move, which is idempotent:
-        the same bytes are copied over the same name, then the source goes."""
+        """Move one file (see ``_move_all``)."""
+        self._move_all([(source, destination)])
+
+    def _move_all(self, moves: list[tuple[str, str]], after_each: str | None = None) -> None:
+        """Move files, ``(source, destination)`` pairs; fault point ``after_each`` once each file is moved.
+
+        Where the store renames (local and network filesystems), a rename each, the file fsynced first (Spark
+        does not fsync what it wrote: the bytes go before the name). Elsewhere (object stores)
+        ``MOVES_AT_ONCE`` copies at once, then one delete of their sources: a kill in between leaves those files
+        in both places, whole (an object store's copy is atomic), and whichever step comes next repeats the
+        moves, which are idempotent: the same bytes are copied over the same names, then the sources go."""
         if isinstance(self.fs, LocalFileSystem):
-            self.fs.mv(source, destination)
+            for source, destination in moves:
+                sync_file(self.fs, source)
+                self.fs.mv(source, destination)
+                if after_each:
+                    faults.reach(after_each)
             return
-        self.fs.copy(source, destination)
-        faults.reach("sink-move")
-        self.fs.rm(source)
+        for start in range(0, len(moves), MOVES_AT_ONCE):
+            chunk = moves[start : start + MOVES_AT_ONCE]
+            self.fs.copy([source for source, _ in chunk], [destination for _, destination in chunk])
+            for _ in chunk:
+                faults.reach("sink-move")
+            self.fs.rm([source for source, _ in chunk])
+            for _ in chunk if after_each else ():
+                faults.reach(after_each)
 
     def recover(self, staged: StagedOutput | None, lineage: Lineage) -> None:
         if staged is not None:
@@ -136,8 +157,8 @@ class ParquetSink:
                 # File by file, over whatever an earlier abort cut short left there: never a delete of it.
                 aborted = self._aborted_batch_path(run_id, batch_id)
                 self.fs.makedirs(aborted, exist_ok=True)
-                for source in self._parts_in(self._staged_batch_path(run_id, batch_id)):
-                    self._move(source, posixpath.join(aborted, posixpath.basename(source)))
+                parts = self._parts_in(self._staged_batch_path(run_id, batch_id))
+                self._move_all([(source, posixpath.join(aborted, posixpath.basename(source))) for source in parts])
                 self._rm(self._staged_batch_path(run_id, batch_id))
         self._rm(self.staging)  # what is left has no shape a snapshot could name
         rolled_back = posixpath.join(self.path, ROLLED_BACK_DIR, f"restore-{lineage.highest}")

@@ -1,7 +1,8 @@
 """Sink moves on an object store are idempotent and resumable (issue 28, hole 4).
 
-On S3 a move is a copy and a delete. A kill between them leaves a file in two places; a kill part-way through
-a batch leaves some files moved and some not. Whatever is left, the next recovery finishes the job and every
+On S3 a move is a copy and a delete, made for many files at once (``MOVES_AT_ONCE`` copies, then one batched
+delete). A kill between them leaves files in two places; a kill part-way through a batch leaves some files moved
+and some not. Whatever is left, the next recovery finishes the job and every
 part of a batch is published exactly once. s3fs against moto's S3 server on loopback (real HTTP), and a real
 process SIGKILLed between a copy and its delete.
 """
@@ -77,7 +78,8 @@ def test_a_kill_between_copy_and_delete_is_finished_by_the_next_recovery(s3, tmp
     )
     assert killed.returncode == -9 and "not killed" not in killed.stdout, killed.stderr[-2000:]
     in_two_places = [n for n in PARTS if fs.exists(f"{root}/_staging/r0/batch-2/{n}")]
-    assert len(in_two_places) == len(PARTS) - hit + 1, "killed after a copy, before its delete"
+    # The parts are copied together, then deleted together: killed in between, every one is in both places.
+    assert in_two_places == PARTS, "killed after the copies, before their delete"
     # The next run's recovery: from the same snapshot (commit), or from one that names the batch after all.
     ParquetSink(f"s3://{root}", s3).recover(StagedOutput(5, "r0", (2,)), Lineage.of([(1, 5)]))
     assert _published(fs, root) == {f"c5-b2-{name}": f"2:{name}".encode() for name in PARTS}

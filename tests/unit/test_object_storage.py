@@ -263,3 +263,25 @@ def test_retention_aborts_the_multipart_uploads_a_killed_writer_left(counted):
     assert [upload["Key"] for upload in left] == [theirs]
     local = JobFolder("/tmp/no-such-root", "orders")
     assert local.pending_uploads(0, time.time()) == [], "stores without multipart uploads have none"
+
+
+def test_request_goals_a_sink_commit_on_s3_copies_its_parts_together_and_deletes_them_in_batches(counted):
+    """At 200 partitions a batch has 200 part files: one copy each, run together, and one delete per
+    ``MOVES_AT_ONCE`` of them (one at a time, copy then delete, took longer than a 10 s checkpoint interval)."""
+    from spark_checkpoint_runtime.layout import Lineage, StagedOutput
+    from spark_checkpoint_runtime.sinks import MOVES_AT_ONCE, ParquetSink
+
+    root = f"s3://{counted.bucket}/sink-commit"
+    sink = ParquetSink(root, counted.options)
+    parts = [f"part-{n:05d}.parquet" for n in range(250)]
+    for batch_id in (3, 4):
+        sink.fs.pipe({f"{sink.staging}/r1/batch-{batch_id}/{name}": f"{batch_id}:{name}".encode() for name in parts})
+    counted.reset()
+    sink.commit(StagedOutput(7, "r1", (3, 4)))
+    spent = counted.snapshot()
+    assert spent["COPY"] == 500 and spent["DELETE"] == 0, spent
+    assert spent["DELETE_BATCH"] <= 2 * (-(-250 // MOVES_AT_ONCE)) + 4, spent  # the parts, then each batch's folders
+    published = {p.rsplit("/", 1)[1] for p in sink.fs.ls(sink.path, detail=False) if "/c7-" in p}
+    assert published == {f"c7-b{b}-{name}" for b in (3, 4) for name in parts}
+    sink.recover(StagedOutput(7, "r1", (3, 4)), Lineage.of([(1, 7)]))  # a repeated commit publishes nothing twice
+    assert {p.rsplit("/", 1)[1] for p in sink.fs.ls(sink.path, detail=False) if "/c7-" in p} == published
