@@ -201,6 +201,7 @@ def test_rocksdb_format_v2_changelogs_in_a_codec_whose_lineage_cannot_be_read_ar
     """Fresh, the session's codec decides; restored, the codec the snapshot's query pinned (Spark keeps it)."""
     from dataclasses import replace
 
+    from spark_checkpoint_runtime.layout import METADATA_FILE
     from spark_checkpoint_runtime.state_files import UnsupportedStateStore
     from spark_checkpoint_runtime.state_files.lineage import CODEC_CONF
 
@@ -223,9 +224,11 @@ def test_rocksdb_format_v2_changelogs_in_a_codec_whose_lineage_cannot_be_read_ar
         # A snapshot whose query pinned snappy (taken before this check existed): its restore is refused too,
         # although the session now says nothing (Spark would write snappy again).
         storage = JobFolder(str(tmp_path / "root"), "v2")
-        latest = storage.checkpoints.read(storage.checkpoints.newest_metadata_id())
+        newest = storage.checkpoints.newest_metadata_id()
+        latest = storage.checkpoints.read(newest)
         pinned = {**latest.fingerprint["pinned_confs"], CODEC_CONF: "snappy"}
-        storage.checkpoints.write_metadata(replace(latest, fingerprint={**latest.fingerprint, "pinned_confs": pinned}))
+        edited = replace(latest, fingerprint={**latest.fingerprint, "pinned_confs": pinned})
+        (tmp_path / "root" / "v2" / f"chk-{newest}" / METADATA_FILE).write_bytes(edited.to_bytes())
         with pytest.raises(UnsupportedStateStore, match="codec=snappy .* restored query keeps the codec"):
             run(spark, "v2", tmp_path, landing, **counts)
     finally:
