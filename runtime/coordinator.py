@@ -383,7 +383,7 @@ class CheckpointCoordinator:
             self.working.release(f"chk-{checkpoint_id}")
             self._fail(checkpoint_id, batch_id, f"capture failed: {exc}", request, target)
             return
-        capture_ms = prepared.took_ms if prepared is not None else int((self.clock() - started) * 1000)
+        capture_ms = int((self.clock() - started) * 1000) if prepared is None else prepared.took_ms or 0
         aborted = threading.Event()
         future = self._uploader.submit(self._reserve_and_upload, checkpoint_id, target, snap, aborted)
         self._pending = PendingCheckpoint(
@@ -528,7 +528,9 @@ class CheckpointCoordinator:
     def _metadata(self, pending: PendingCheckpoint, result: Upload) -> CheckpointMetadata:
         completion = now_ms()
         staged = self.staged.staged_for(pending.id, pending.batch_id)
-        total_ms = int((self.clock() - pending.started) * 1000)
+        elapsed_ms = int((self.clock() - pending.started) * 1000)
+        # A savepoint frozen ahead of its turn was captured before it was triggered: all its elapsed time uploads.
+        upload_ms = max(0, elapsed_ms - (pending.capture_ms if pending.capture.took_ms is None else 0))
         return CheckpointMetadata(
             id=pending.id,
             kind=pending.kind,
@@ -541,7 +543,11 @@ class CheckpointCoordinator:
             files=result.entries,
             state_bytes=sum(e.size for e in result.entries if e.target.startswith("state/")),
             bytes_written=result.bytes_written,
-            durations_ms={"capture": pending.capture_ms, "upload": total_ms - pending.capture_ms, "total": total_ms},
+            durations_ms={
+                "capture": pending.capture_ms,
+                "upload": upload_ms,
+                "total": pending.capture_ms + upload_ms,
+            },
             source_offsets=pending.capture.source_offsets,
             restored_from=self.restored_from,
             fingerprint={**self.fingerprint, "pinned_confs": pending.capture.pinned_confs},

@@ -77,7 +77,7 @@ class Capture:
     source_offsets: list
     reused: dict[str, FileEntry]  # target -> entry of the latest checkpoint: referenced, not uploaded again
     frozen_as: str = ""  # the name its files are frozen under in the working folder (``WorkingCopy.release``)
-    took_ms: int = 0  # how long the capture took, when it was taken ahead of its snapshot (a savepoint's)
+    took_ms: int | None = None  # how long it took, when taken ahead of its snapshot's trigger (a savepoint's)
 
     def __post_init__(self) -> None:
         self.frozen_as = self.frozen_as or f"chk-{self.checkpoint_id}"

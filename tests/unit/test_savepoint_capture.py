@@ -146,3 +146,27 @@ def test_a_savepoint_whose_caller_stopped_waiting_leaves_nothing_frozen(
         coordinator.shutdown()  # waits for the coordinator thread, so for the early freeze
     assert taken.result is None
     assert _frozen(working) == [], "the savepoint frozen for a caller gone is released"
+
+
+def test_a_savepoint_frozen_ahead_records_that_freeze_as_its_capture_time(tmp_path: Path, monkeypatch):
+    fence = _RunsOnDuringTheUpload(tmp_path)
+    fence.uploading.set()
+    coordinator, storage, working = _coordinator(tmp_path, fence)
+    freeze = WorkingCopy.freeze
+
+    def slow_for_savepoints(self, name, sizes):
+        if name.startswith("savepoint-"):
+            time.sleep(0.3)
+        return freeze(self, name, sizes)
+
+    monkeypatch.setattr(WorkingCopy, "freeze", slow_for_savepoints)
+    coordinator.decider.triggered(coordinator.clock())
+    coordinator.start()
+    try:
+        taken = _savepoint(coordinator, tmp_path)
+    finally:
+        coordinator.shutdown()
+    assert taken.result is not None, taken.reason
+    durations = SavepointFolder(str(tmp_path / "sp")).read_metadata().durations_ms  # readable: no negative field
+    assert durations["capture"] >= 300 and durations["upload"] >= 0
+    assert durations["total"] == durations["capture"] + durations["upload"]
