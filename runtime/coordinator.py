@@ -37,7 +37,7 @@ from spark_checkpoint_runtime.lease import UNFENCED, Fence
 from spark_checkpoint_runtime.retention import MetadataCache, subsume
 from spark_checkpoint_runtime.snapshot import Capture, StoredFiles, Upload, capture
 from spark_checkpoint_runtime.snapshot_targets import CheckpointTarget, SnapshotTarget
-from spark_checkpoint_runtime.state_files import CaptureError, CaptureRaced
+from spark_checkpoint_runtime.state_files import CaptureRaced
 from spark_checkpoint_runtime.working_copy import WorkingCopy
 
 log = logging.getLogger(__name__)
@@ -330,7 +330,7 @@ class CheckpointCoordinator:
         started = self.clock()
         try:
             prepared = capture(self.working, 0, batch_id, self.stored, reuse=False, frozen_as=name)
-        except (CaptureError, OSError) as exc:  # the savepoint's own capture comes later and reports it
+        except Exception as exc:  # noqa: BLE001 - the savepoint's own capture comes later and reports it
             self.working.release(name)
             log.warning("savepoint files not frozen at batch %d (%s); they are captured later", batch_id, exc)
             return

@@ -121,11 +121,12 @@ class ParquetSink:
     def _move_all(self, moves: list[tuple[str, str]], after_each: str | None = None) -> None:
         """Move files, ``(source, destination)`` pairs; fault point ``after_each`` once each file is moved.
 
-        Where the store renames (local and network filesystems), a rename each, the file fsynced first (Spark
-        does not fsync what it wrote: the bytes go before the name). Elsewhere (object stores)
-        ``MOVES_AT_ONCE`` copies at once, then one delete of their sources: a kill in between leaves those files
-        in both places, whole (an object store's copy is atomic), and whichever step comes next repeats the
-        moves, which are idempotent: the same bytes are copied over the same names, then the sources go."""
+        On a local (or locally mounted) filesystem, a rename each, the file fsynced first (Spark does not fsync
+        what it wrote: the bytes go before the name). Elsewhere (object stores, HDFS through fsspec)
+        ``MOVES_AT_ONCE`` copies (run together by async stores such as s3fs), then the deletes of their sources
+        (one batched request where the store has it): a kill in between leaves those files in both places,
+        whole (an object store's copy is atomic), and whichever step comes next repeats the moves, which are
+        idempotent: the same bytes are copied over the same names, then the sources go."""
         if isinstance(self.fs, LocalFileSystem):
             for source, destination in moves:
                 sync_file(self.fs, source)
@@ -138,7 +139,11 @@ class ParquetSink:
             self.fs.copy([source for source, _ in chunk], [destination for _, destination in chunk])
             for _ in chunk:
                 faults.reach("sink-move")
-            self.fs.rm([source for source, _ in chunk])
+            if getattr(self.fs, "async_impl", False):
+                self.fs.rm([source for source, _ in chunk])  # one batched delete (s3fs: up to 1,000 keys)
+            else:
+                for source, _ in chunk:  # some stores' rm takes one path (pyarrow's HDFS, webhdfs)
+                    self.fs.rm(source)
             for _ in chunk if after_each else ():
                 faults.reach(after_each)
 

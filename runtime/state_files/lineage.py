@@ -32,6 +32,7 @@ LINEAGE_FORMATS = ("v3", "v4")  # changelog formats that carry a lineage (v4: wi
 _LZ4_MAGIC = b"LZ4Block"
 _LZ4_HEADER = struct.Struct("<BIII")  # token (method | level), compressed length, original length, checksum
 _LZ4_RAW, _LZ4_COMPRESSED = 0x10, 0x20
+_LZ4_MAX_BLOCK = 1 << 25  # lz4-java's largest block (32 MiB): a larger length is damage, not data
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
@@ -123,7 +124,7 @@ class _Lz4Blocks:
         method = token & 0xF0
         if original == 0:
             return False  # the end mark
-        if compressed == 0 or body_start + compressed > len(self._data):
+        if original > _LZ4_MAX_BLOCK or compressed == 0 or body_start + compressed > len(self._data):
             raise CaptureError(f"RocksDB changelog {self._where} has an lz4 block cut short")
         if method == _LZ4_RAW and compressed != original:
             raise CaptureError(f"RocksDB changelog {self._where} has an uncompressed lz4 block of two lengths")

@@ -285,3 +285,29 @@ def test_request_goals_a_sink_commit_on_s3_copies_its_parts_together_and_deletes
     assert published == {f"c7-b{b}-{name}" for b in (3, 4) for name in parts}
     sink.recover(StagedOutput(7, "r1", (3, 4)), Lineage.of([(1, 7)]))  # a repeated commit publishes nothing twice
     assert {p.rsplit("/", 1)[1] for p in sink.fs.ls(sink.path, detail=False) if "/c7-" in p} == published
+
+
+def test_a_sink_on_a_store_whose_rm_takes_one_path_moves_each_file(monkeypatch):
+    """HDFS through pyarrow (and webhdfs) have no rename fsspec uses here, and an ``rm`` of one path only: the
+    copies still go by the chunk, the deletes one by one."""
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    from spark_checkpoint_runtime.layout import StagedOutput
+    from spark_checkpoint_runtime.sinks import ParquetSink
+
+    rm = MemoryFileSystem.rm
+
+    def one_path_only(self, path, *args, **kwargs):
+        if not isinstance(path, str):
+            raise TypeError(f"expected string or bytes-like object, got {type(path).__name__!r}")
+        return rm(self, path, *args, **kwargs)
+
+    monkeypatch.setattr(MemoryFileSystem, "rm", one_path_only)
+    sink = ParquetSink("memory://one-path-rm/out")
+    assert not getattr(sink.fs, "async_impl", False)
+    parts = [f"part-{n:05d}.parquet" for n in range(5)]
+    sink.fs.pipe({f"{sink.staging}/r1/batch-2/{name}": name.encode() for name in parts})
+    sink.commit(StagedOutput(4, "r1", (2,)))
+    published = {p.rsplit("/", 1)[1]: sink.fs.cat_file(p) for p in sink.fs.ls(sink.path, detail=False) if "/c4-" in p}
+    assert published == {f"c4-b2-{name}": name.encode() for name in parts}
+    assert not sink.fs.exists(f"{sink.staging}/r1/batch-2")
