@@ -99,27 +99,44 @@ def test_a_savepoint_asked_while_a_checkpoint_of_its_batch_uploads_takes_the_bat
     assert _frozen(working) == []
 
 
-def test_a_savepoint_whose_early_freeze_fails_is_captured_at_its_turn_and_leaves_nothing_frozen(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-):
+def _savepoint_whose_freeze(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, freeze_early, timeout=None):
+    """A savepoint of batch 12 taken alone (no periodic checkpoint, the query not running on), its early freeze
+    done by ``freeze_early(freeze)``, where ``freeze()`` is the real one; returns the request and working copy."""
     fence = _RunsOnDuringTheUpload(tmp_path)
     fence.uploading.set()  # the query does not run on here
-    coordinator, storage, working = _coordinator(tmp_path, fence)
-    freeze = WorkingCopy.freeze
+    coordinator, _, working = _coordinator(tmp_path, fence)
+    real = WorkingCopy.freeze
 
-    def disk_full_for_savepoints(self, name, sizes):
-        paths = freeze(self, name, sizes)  # linked, then the disk fills up
+    def freeze(self, name, sizes):
         if name.startswith("savepoint-"):
-            raise OSError(28, "No space left on device")
-        return paths
+            return freeze_early(lambda: real(self, name, sizes))
+        return real(self, name, sizes)
 
-    monkeypatch.setattr(WorkingCopy, "freeze", disk_full_for_savepoints)
+    monkeypatch.setattr(WorkingCopy, "freeze", freeze)
     coordinator.decider.triggered(coordinator.clock())
     coordinator.start()
     try:
-        taken = _savepoint(coordinator, tmp_path)
+        return _savepoint(coordinator, tmp_path, timeout), working
     finally:
-        coordinator.shutdown()
+        coordinator.shutdown()  # waits for the coordinator thread, so for the early freeze
+
+
+def _slow(seconds: float):
+    def freeze_early(freeze):
+        time.sleep(seconds)  # a large state copied on a remote working filesystem
+        return freeze()
+
+    return freeze_early
+
+
+def test_a_savepoint_whose_early_freeze_fails_is_captured_at_its_turn_and_leaves_nothing_frozen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    def disk_full(freeze):
+        freeze()  # linked, then the disk fills up
+        raise OSError(28, "No space left on device")
+
+    taken, working = _savepoint_whose_freeze(tmp_path, monkeypatch, disk_full)
     assert taken.result is not None and taken.result.batch_id == 12, taken.reason
     assert _frozen(working) == []
 
@@ -127,45 +144,15 @@ def test_a_savepoint_whose_early_freeze_fails_is_captured_at_its_turn_and_leaves
 def test_a_savepoint_whose_caller_stopped_waiting_leaves_nothing_frozen(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    fence = _RunsOnDuringTheUpload(tmp_path)
-    fence.uploading.set()
-    coordinator, storage, working = _coordinator(tmp_path, fence)
-    freeze = WorkingCopy.freeze
-
-    def slow_for_savepoints(self, name, sizes):
-        if name.startswith("savepoint-"):
-            time.sleep(1.0)  # a large state copied on a remote working filesystem
-        return freeze(self, name, sizes)
-
-    monkeypatch.setattr(WorkingCopy, "freeze", slow_for_savepoints)
-    coordinator.decider.triggered(coordinator.clock())
-    coordinator.start()
-    try:
-        taken = _savepoint(coordinator, tmp_path, timeout=0.3)
-    finally:
-        coordinator.shutdown()  # waits for the coordinator thread, so for the early freeze
+    taken, working = _savepoint_whose_freeze(tmp_path, monkeypatch, _slow(1.0), timeout=0.3)
     assert taken.result is None
     assert _frozen(working) == [], "the savepoint frozen for a caller gone is released"
 
 
-def test_a_savepoint_frozen_ahead_records_that_freeze_as_its_capture_time(tmp_path: Path, monkeypatch):
-    fence = _RunsOnDuringTheUpload(tmp_path)
-    fence.uploading.set()
-    coordinator, storage, working = _coordinator(tmp_path, fence)
-    freeze = WorkingCopy.freeze
-
-    def slow_for_savepoints(self, name, sizes):
-        if name.startswith("savepoint-"):
-            time.sleep(0.3)
-        return freeze(self, name, sizes)
-
-    monkeypatch.setattr(WorkingCopy, "freeze", slow_for_savepoints)
-    coordinator.decider.triggered(coordinator.clock())
-    coordinator.start()
-    try:
-        taken = _savepoint(coordinator, tmp_path)
-    finally:
-        coordinator.shutdown()
+def test_a_savepoint_frozen_ahead_records_that_freeze_as_its_capture_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    taken, _ = _savepoint_whose_freeze(tmp_path, monkeypatch, _slow(0.3))
     assert taken.result is not None, taken.reason
     durations = SavepointFolder(str(tmp_path / "sp")).read_metadata().durations_ms  # readable: no negative field
     assert durations["capture"] >= 300 and durations["upload"] >= 0
