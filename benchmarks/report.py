@@ -696,8 +696,9 @@ def throughput_at_scale() -> list[str]:
         cases = ",".join(case.replace(" @ ", "@") for case in data["continuous"])
         command = (
             f"python -m benchmarks.run --partitions {data['partitions']} --cases {cases} --rounds {data['rounds']} "
-            f"--continuous-seconds {data['continuous_seconds']:g} --root {'s3' if 's3' in data['root'] else 'local'}"
-            f" --out benchmarks/{name}"
+            f"--continuous-seconds {data['continuous_seconds']:g}"
+            + (f" --warmup-seconds {data['warmup_seconds']:g}" if "warmup_seconds" in data else "")
+            + f" --root {'s3' if 's3' in data['root'] else 'local'} --out benchmarks/{name}"
         )
         sources.append(source(name, data, command))
     header = ["case", "batches/min plain", "batches/min ours", "ours/plain batches/min (95 % CI)"]
