@@ -31,7 +31,9 @@ from benchmarks import (
     state_size,
 )
 
-AT_SCALE = ["--partitions", "200", "--cases", "stateful@10s", "--rounds", "5", "--continuous-seconds", "120"]
+# Pairs at 200 partitions spread widely (few batches a run): 9 pairs after a 2-minute warm-up each side.
+AT_SCALE = ["--partitions", "200", "--cases", "stateful@10s", "--rounds", "9", "--continuous-seconds", "120"]
+AT_SCALE += ["--warmup-seconds", "120"]
 
 RUNS = (
     (run.main, ["--rounds", "9", "--continuous-seconds", "20"]),

@@ -7,11 +7,17 @@ DELETE (one object) and DELETE_BATCH (one ``POST ?delete`` for up to 1,000 keys)
 
 from __future__ import annotations
 
+import argparse
+import logging
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -41,7 +47,7 @@ def request_kind(method: str, path: str, query: str, headers: dict[str, str]) ->
 class CountingS3Server:
     """moto's S3 on a free loopback port, counting requests. ``options`` are s3fs storage options for it."""
 
-    def __init__(self, bucket: str = "checkpoints", latency: float = 0.0):
+    def __init__(self, bucket: str = "checkpoints", latency: float = 0.0, port: int | None = None):
         self.bucket = bucket
         self.latency = latency  # seconds each counted request waits first: a real region's round trip
         self.counts: Counter[str] = Counter()
@@ -52,14 +58,8 @@ class CountingS3Server:
         self._lock = threading.Lock()
         self._server: Any = None
         self._thread: threading.Thread | None = None
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
-        self.options = {
-            "key": "bench-key",
-            "secret": "bench-secret",
-            "client_kwargs": {"endpoint_url": f"http://127.0.0.1:{self.port}", "region_name": "us-east-1"},
-        }
+        self.port = port or free_port()
+        self.options = s3_options(self.port)
         # The benchmark's own reads (is there a new checkpoint yet?) go with this key and are not counted.
         self.uncounted_options = {**self.options, "key": UNCOUNTED_KEY}
 
@@ -129,3 +129,78 @@ class CountingS3Server:
             found = Counter(kind for at, kind in self.timeline if start <= at <= end)
         counts = {kind: found.get(kind, 0) for kind in KINDS}
         return {**counts, "total": sum(counts.values())}
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def s3_options(port: int) -> dict[str, Any]:
+    """s3fs storage options for the loopback server on ``port``."""
+    return {
+        "key": "bench-key",
+        "secret": "bench-secret",
+        "client_kwargs": {"endpoint_url": f"http://127.0.0.1:{port}", "region_name": "us-east-1"},
+    }
+
+
+class S3ServerProcess:
+    """The loopback S3 server in a process of its own, for a benchmark that measures its driver's CPU and time:
+    in the driver's process the server's CPU, and its holds on Python's interpreter lock, would count as the
+    job's. Serves only (its counts stay in that process); ``bucket`` and ``options`` as ``CountingS3Server``'s.
+    The server ends when this process closes its stdin, so it never outlives a benchmark that was killed."""
+
+    def __init__(self, bucket: str = "checkpoints", latency: float = 0.0):
+        self.bucket, self.latency = bucket, latency
+        self.port = free_port()
+        self.options = s3_options(self.port)
+        self._process: subprocess.Popen[str] | None = None
+
+    def start(self) -> S3ServerProcess:
+        argv = [sys.executable, "-m", "benchmarks.s3_requests", "--port", str(self.port), "--bucket", self.bucket]
+        argv += ["--latency-ms", f"{self.latency * 1000:g}"]
+        repo = str(Path(__file__).resolve().parents[1])
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))}
+        self._process = subprocess.Popen(
+            argv, cwd=repo, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        ready = self._process.stdout.readline()
+        if ready.strip() != "ready":
+            self.stop()
+            raise RuntimeError(f"the S3 server process did not start (it said {ready!r})")
+        return self
+
+    def stop(self) -> None:
+        if self._process is None:
+            return
+        self._process.stdin.close()
+        try:
+            self._process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        self._process.stdout.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``S3ServerProcess``'s child: serve on ``--port`` until stdin closes."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.s3_requests")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--bucket", default="checkpoints")
+    parser.add_argument("--latency-ms", type=float, default=0.0)
+    args = parser.parse_args(argv)
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # a line per request would cost CPU beside the job
+    server = CountingS3Server(args.bucket, args.latency_ms / 1000, args.port).start()
+    try:
+        print("ready", flush=True)
+        os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # nothing more is read from the pipe: never block on it
+        sys.stdin.read()  # until the parent closes it, or dies
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
