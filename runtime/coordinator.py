@@ -35,6 +35,7 @@ from spark_checkpoint_runtime.layout import (
 )
 from spark_checkpoint_runtime.lease import UNFENCED, Fence
 from spark_checkpoint_runtime.retention import MetadataCache, subsume
+from spark_checkpoint_runtime.savepoint_freeze import SavepointFreezes
 from spark_checkpoint_runtime.snapshot import Capture, StoredFiles, Upload, capture
 from spark_checkpoint_runtime.snapshot_targets import CheckpointTarget, SnapshotTarget
 from spark_checkpoint_runtime.state_files import CaptureRaced
@@ -154,11 +155,11 @@ class CheckpointCoordinator:
         self._reserved: list[int] = []  # ids this run reserved in the id record, oldest first
         self._marked = False  # this run recorded that the job has a completed checkpoint
         self._pending: PendingCheckpoint | None = None
-        self._prepared_count = 0  # names the captures frozen for savepoints ahead of their turn
         self._latest_batch = -1
         self._requests: list[SnapshotRequest] = []
         self._fatal: str | None = None
         self._changed = threading.Condition()
+        self.freezes = SavepointFreezes(working, stored, clock, self._changed)
         self._stop = threading.Event()
         self._uploader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint-upload")
         self._thread = threading.Thread(target=self._run, name="checkpoint-coordinator", daemon=True)
@@ -214,7 +215,7 @@ class CheckpointCoordinator:
         finally:
             with self._changed:
                 request.abandoned = True
-            self._release_prepared(request)  # frozen with the checkpoint but never uploaded
+            self.freezes.release(request)  # frozen with the checkpoint but never uploaded
 
     def snapshot_now(self, request: SnapshotRequest, timeout: float | None = None) -> CheckpointMetadata | None:
         """Queue ``request`` ahead of periodic checkpoints and wait for its result (None on failure)."""
@@ -295,10 +296,10 @@ class CheckpointCoordinator:
             newer = request.savepoint is not None and latest > self.covered_batch
             if request.target is None and request.batch_id <= self.covered_batch and not newer:
                 if request.savepoint is not None:
-                    self._prepare(request.savepoint, self.covered_batch)
+                    self.freezes.freeze(request.savepoint, self.covered_batch)
                 self._resolve(request, self.latest, None)  # already covered: nothing to take
             else:
-                prepared = self._take_prepared(request)
+                prepared = self.freezes.take(request)
                 batch_id = prepared.batch_id if prepared is not None else self._batch_for(request, latest)
                 self._trigger(batch_id, request, prepared)
         elif latest > self.covered_batch and self.decider.due(now):
@@ -316,40 +317,6 @@ class CheckpointCoordinator:
         if request.target is None:
             return max(request.batch_id, latest)
         return max(request.batch_id, self.covered_batch)
-
-    def _prepare(self, savepoint: SnapshotRequest, batch_id: int) -> None:
-        """Freeze a savepoint's files now, at the batch of the checkpoint just taken before it.
-
-        The savepoint is uploaded once that checkpoint completes, and Spark keeps only 10 batches of history
-        while the query runs on: a capture after a long upload could find the batch gone. Should this capture
-        fail, the savepoint is captured when its turn comes, as any savepoint is.
-        """
-        self._release_prepared(savepoint)  # frozen with an earlier try of this checkpoint, which was declined
-        self._prepared_count += 1
-        name = f"savepoint-{self._prepared_count}"
-        started = self.clock()
-        try:
-            prepared = capture(self.working, 0, batch_id, self.stored, reuse=False, frozen_as=name)
-        except Exception as exc:  # noqa: BLE001 - the savepoint's own capture comes later and reports it
-            self.working.release(name)
-            log.warning("savepoint files not frozen at batch %d (%s); they are captured later", batch_id, exc)
-            return
-        prepared = replace(prepared, took_ms=int((self.clock() - started) * 1000))
-        with self._changed:
-            if not savepoint.abandoned:
-                savepoint.prepared, prepared = prepared, None
-        if prepared is not None:  # its caller stopped waiting meanwhile
-            self.working.release(prepared.frozen_as)
-
-    def _take_prepared(self, request: SnapshotRequest) -> Capture | None:
-        """The request's prepared capture, now owned by the caller (the waiting caller may release it too)."""
-        with self._changed:
-            prepared, request.prepared = request.prepared, None
-        return prepared
-
-    def _release_prepared(self, request: SnapshotRequest) -> None:
-        if (prepared := self._take_prepared(request)) is not None:
-            self.working.release(prepared.frozen_as)
 
     def _resolve(self, request: SnapshotRequest, result: CheckpointMetadata | None, reason: str | None) -> None:
         with self._changed:
@@ -384,6 +351,10 @@ class CheckpointCoordinator:
             self._fail(checkpoint_id, batch_id, f"capture failed: {exc}", request, target)
             return
         capture_ms = int((self.clock() - started) * 1000) if prepared is None else prepared.took_ms or 0
+        if request is not None and request.savepoint is not None:
+            # Right after the checkpoint's capture, before its upload starts: the batch is still there (the
+            # upload's time is when the query runs on and Spark purges), and the checkpoint cannot complete yet.
+            self.freezes.freeze(request.savepoint, batch_id)
         aborted = threading.Event()
         future = self._uploader.submit(self._reserve_and_upload, checkpoint_id, target, snap, aborted)
         self._pending = PendingCheckpoint(
@@ -391,9 +362,6 @@ class CheckpointCoordinator:
         )
         future.add_done_callback(self._wake)  # complete the checkpoint as soon as its upload ends
         log.debug("triggered %s %d for batch %d", self._pending.kind, checkpoint_id, batch_id)
-        if request is not None and request.savepoint is not None:
-            # While the checkpoint uploads; on this thread, so before the checkpoint can complete.
-            self._prepare(request.savepoint, batch_id)
 
     def _reserve_and_upload(
         self, snapshot_id: int, target: SnapshotTarget, snap: Capture, aborted: threading.Event

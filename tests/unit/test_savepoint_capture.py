@@ -60,9 +60,22 @@ def _frozen(working: WorkingCopy) -> list[str]:
     return sorted(p.name for p in frozen.iterdir()) if frozen.exists() else []
 
 
-def test_a_savepoint_is_frozen_with_its_checkpoint_so_a_long_upload_cannot_lose_its_batch(tmp_path: Path):
+@pytest.mark.parametrize("freeze_seconds", [0, 0.3], ids=["quick-freeze", "slow-freeze"])
+def test_a_savepoint_is_frozen_with_its_checkpoint_so_a_long_upload_cannot_lose_its_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, freeze_seconds: float
+):
+    """Frozen before the checkpoint's upload starts: a freeze that takes a while (a large state, a remote
+    working folder) still finds the batch, though the query runs on as soon as the upload does."""
     fence = _RunsOnDuringTheUpload(tmp_path)
     coordinator, storage, working = _coordinator(tmp_path, fence)
+    real = WorkingCopy.freeze
+
+    def freeze(self, name, sizes):
+        if name.startswith("savepoint-"):
+            time.sleep(freeze_seconds)
+        return real(self, name, sizes)
+
+    monkeypatch.setattr(WorkingCopy, "freeze", freeze)
     coordinator.decider.triggered(coordinator.clock())  # no periodic checkpoint: the savepoint's comes first
     coordinator.start()
     try:
