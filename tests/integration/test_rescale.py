@@ -84,6 +84,15 @@ def _variables(spark, capsys, root: Path, job: str, *which: str) -> dict[str, tu
         pytest.param("inner-join", "rocksdb", 8, 3, id="inner-join-rocksdb-8-to-3"),
         pytest.param("transformWithState", "rocksdb", 4, 8, id="transformWithState-rocksdb-4-to-8"),
         pytest.param("transformWithState-ttl", "rocksdb", 4, 8, id="transformWithState-ttl-rocksdb-4-to-8"),
+        # The row-based API (PySpark 4.1+) stores the same variables, TTLs and timers through another Python path.
+        pytest.param(
+            "transformWithState-rows-ttl",
+            "rocksdb",
+            8,
+            3,
+            id="transformWithState-rows-ttl-rocksdb-8-to-3",
+            marks=pytest.mark.matrix,
+        ),
         # The HDFS-backed store (Spark's default): our own rewrite, keyed by Spark's hash of each key.
         pytest.param("aggregation", "hdfs", 4, 8, id="aggregation-hdfs-4-to-8"),
         pytest.param("inner-join", "hdfs", 8, 3, id="inner-join-hdfs-8-to-3"),
