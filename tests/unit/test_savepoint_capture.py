@@ -68,14 +68,7 @@ def test_a_savepoint_is_frozen_with_its_checkpoint_so_a_long_upload_cannot_lose_
     working folder) still finds the batch, though the query runs on as soon as the upload does."""
     fence = _RunsOnDuringTheUpload(tmp_path)
     coordinator, storage, working = _coordinator(tmp_path, fence)
-    real = WorkingCopy.freeze
-
-    def freeze(self, name, sizes):
-        if name.startswith("savepoint-"):
-            time.sleep(freeze_seconds)
-        return real(self, name, sizes)
-
-    monkeypatch.setattr(WorkingCopy, "freeze", freeze)
+    _patch_early_freeze(monkeypatch, _slow(freeze_seconds))
     coordinator.decider.triggered(coordinator.clock())  # no periodic checkpoint: the savepoint's comes first
     coordinator.start()
     try:
@@ -118,6 +111,17 @@ def _savepoint_whose_freeze(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fre
     fence = _RunsOnDuringTheUpload(tmp_path)
     fence.uploading.set()  # the query does not run on here
     coordinator, _, working = _coordinator(tmp_path, fence)
+    _patch_early_freeze(monkeypatch, freeze_early)
+    coordinator.decider.triggered(coordinator.clock())
+    coordinator.start()
+    try:
+        return _savepoint(coordinator, tmp_path, timeout), working
+    finally:
+        coordinator.shutdown()  # waits for the coordinator thread, so for the early freeze
+
+
+def _patch_early_freeze(monkeypatch: pytest.MonkeyPatch, freeze_early) -> None:
+    """Every savepoint's early freeze done by ``freeze_early(freeze)``, where ``freeze()`` is the real one."""
     real = WorkingCopy.freeze
 
     def freeze(self, name, sizes):
@@ -126,12 +130,6 @@ def _savepoint_whose_freeze(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fre
         return real(self, name, sizes)
 
     monkeypatch.setattr(WorkingCopy, "freeze", freeze)
-    coordinator.decider.triggered(coordinator.clock())
-    coordinator.start()
-    try:
-        return _savepoint(coordinator, tmp_path, timeout), working
-    finally:
-        coordinator.shutdown()  # waits for the coordinator thread, so for the early freeze
 
 
 def _slow(seconds: float):
