@@ -36,7 +36,10 @@ class RocksDBTransformError(ValueError):
 
 class _StoreRewrite:
     """Spark's ``StateRewriter`` calls ``apply`` once per store with that store's rows (a Java DataFrame); it
-    returns the rows to write, placed in the partition Spark's shuffle sends each ``partition_key`` to."""
+    returns the rows to write, placed in the partition Spark's shuffle sends each ``partition_key`` to.
+
+    ``replacement`` takes the target store's rows (every column family) and returns all the rows it keeps, in
+    ``conformed`` form."""
 
     def __init__(self, spark: Any, operator: int, store: str, replacement: Any, partitions: int):
         self.spark, self.target, self.replacement, self.partitions = spark, (operator, store), replacement, partitions
@@ -46,21 +49,13 @@ class _StoreRewrite:
 
     def apply(self, jdf: Any) -> Any:
         from pyspark.sql import DataFrame
-        from pyspark.sql import functions as F
 
         try:
             found = DataFrame(jdf, self.spark)
             options = jdf.queryExecution().logical().options()
             which = (int(options.get("operatorId").get()), str(options.get("storeName").get()))
             if which == self.target:
-                families = found.where(F.col("column_family_name") != DEFAULT_COLUMN_FAMILY).limit(1).collect()
-                if families:
-                    raise RocksDBTransformError(
-                        f"operator {which[0]} store {which[1]!r} keeps column family "
-                        f"{families[0]['column_family_name']!r} (transformWithState or a join's state format 3), "
-                        "which transform cannot write yet"
-                    )
-                found = conformed(self.replacement(found.schema["partition_key"].dataType), found.schema)
+                found = self.replacement(found)
                 self.replaced = True
             return placed(found, self.partitions, which in self.zero)._jdf
         except Exception as exc:  # said by py4j to Spark only as "a Python proxy raised": kept to be raised here
@@ -69,6 +64,27 @@ class _StoreRewrite:
 
     class Java:
         implements = ["scala.Function1"]
+
+
+def only_default_family(found: Any, which: tuple[int, str]) -> None:
+    """Refuse a store keeping column families of its own (a join's state format 3): its rows are written as
+    one key and value schema, the default family's."""
+    from pyspark.sql import functions as F
+
+    families = found.where(F.col("column_family_name") != DEFAULT_COLUMN_FAMILY).limit(1).collect()
+    if families:
+        raise RocksDBTransformError(
+            f"operator {which[0]} store {which[1]!r} keeps column family "
+            f"{families[0]['column_family_name']!r} (a join's state format 3), which transform cannot write yet"
+        )
+
+
+def with_families_replaced(found: Any, families: set[str], rows: Any) -> Any:
+    """The store's rows ``found`` with those of column ``families`` replaced by ``rows``."""
+    from pyspark.sql import functions as F
+
+    kept = found.where(~F.col("column_family_name").isin(sorted(families)))
+    return kept.unionByName(conformed(rows, found.schema))
 
 
 def placed(frame: Any, partitions: int, zero: bool) -> Any:

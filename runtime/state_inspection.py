@@ -182,6 +182,7 @@ def _reader(
     store: str,
     state_var: str | None = None,
     timers: bool = False,
+    flatten: bool = True,
 ) -> Any:
     # Spark 4.1 and 4.2's state stores report to the state store coordinator even when a batch query reads them,
     # and it is only started with the session's streaming query manager: a fresh session (the commands' own)
@@ -195,6 +196,8 @@ def _reader(
     )
     if state_var is not None:
         reader = reader.option("stateVarName", state_var)
+        if not flatten:
+            reader = reader.option("flattenCollectionTypes", "false")
     if timers:
         reader = reader.option("readRegisteredTimers", "true")
     return reader.load(location)
@@ -208,9 +211,12 @@ def rows(
     store: str,
     state_var: str | None = None,
     timers: bool = False,
+    flatten: bool = True,
 ) -> Any:
     """The state rows of one operator's store, as a DataFrame: ``key``, ``value``, ``partition_id``; for one
-    transformWithState variable (``state_var``) or its timers, every column Spark's state source gives."""
+    transformWithState variable (``state_var``) or its timers, every column Spark's state source gives (a list
+    or map variable one row per element, or with ``flatten`` False one row per key: ``list_value``, an array in
+    the list's order, or ``map_value``)."""
     known = {
         (int(row["operatorId"]), str(row["stateStoreName"]))
         for row in spark.read.format("state-metadata").load(location).collect()
@@ -221,7 +227,7 @@ def rows(
             f"{snapshot.fs.unstrip_protocol(snapshot.path)} has no state for operator {operator} store {store!r}; "
             f"it has: {names}"
         )
-    found = _reader(spark, location, snapshot, operator, store, state_var, timers)
+    found = _reader(spark, location, snapshot, operator, store, state_var, timers, flatten)
     return found if state_var is not None or timers else found.select("key", "value", "partition_id")
 
 

@@ -2,7 +2,8 @@
 
     python -m spark_checkpoint_runtime transform --job-name J --checkpoint-root R
         --from latest|chk-N|<savepoint name or path> --function MODULE:NAME|FILE.py:NAME
-        [--operator ID] [--store-name NAME] [--partitions N] [--target-directory D] [--trigger-id T] [--spec F]
+        [--operator ID] [--store-name NAME] [--state-var NAME | --timers] [--partitions N] [--target-directory D]
+        [--trigger-id T] [--spec F]
 
 The function takes the store's state rows as a DataFrame, exactly as ``state`` reads them (``key``,
 ``value``, ``partition_id``), and returns a DataFrame with the same ``key`` and ``value`` columns: filter out
@@ -16,9 +17,11 @@ checks it as it checks any snapshot.
 
 The HDFS-backed store (Spark's default) on Spark 4.0+ (the state data source reads the rows): its files are
 written here. RocksDB state on Spark 4.3+: Spark's own state rewriter writes it, as the next batch
-(``rocksdb_transform``); ``--partitions`` is refused for it (rescale first). Refused with a clear error, before
-anything is saved: state columns of a type that cannot be written here (intervals, variants), a result whose
-columns differ from the input's, a null key, a key returned twice. Row checksums (Spark 4.2+'s
+(``rocksdb_transform``); ``--partitions`` is refused for it (rescale first). A transformWithState operator's
+state is transformed one state variable at a time (``--state-var``, ``state_variables``), or its timers
+(``--timers``). Refused with a clear
+error, before anything is saved: state columns of a type that cannot be written here (intervals, variants), a
+result whose columns differ from the input's, a null key, a key returned twice. Row checksums (Spark 4.2+'s
 ``rowChecksum.enabled``) are written as Spark writes them.
 
 Exit 0 with the savepoint's path as the last line on stdout; exit 2 with a one-line reason for bad input.
@@ -65,6 +68,8 @@ from spark_checkpoint_runtime.rocksdb_transform import (
     STATE_REWRITER_VERSION,
     RocksDBTransformError,
     _StoreRewrite,
+    conformed,
+    only_default_family,
     partition_key_column,
 )
 from spark_checkpoint_runtime.rocksdb_transform import rewrite as rewrite_rocksdb
@@ -82,6 +87,16 @@ from spark_checkpoint_runtime.state_inspection import (
     partition_count,
     rows,
     spark_error_line,
+    state_variables,
+)
+from spark_checkpoint_runtime.state_variables import (
+    TIMERS,
+    StateVariable,
+    checked_values,
+    counted_timers,
+    registered_timers,
+    state_variable,
+    variable_replacement,
 )
 from spark_checkpoint_runtime.transform_rows import (
     TransformRefused,
@@ -111,6 +126,9 @@ def parser() -> argparse.ArgumentParser:
     )
     found.add_argument("--operator", type=int, default=0, help="the stateful operator's id (default 0)")
     found.add_argument("--store-name", default=DEFAULT_STORE, help="the operator's store (joins have four)")
+    variable = found.add_mutually_exclusive_group()
+    variable.add_argument("--state-var", help="transformWithState: the state variable whose rows the function gets")
+    variable.add_argument("--timers", action="store_true", help="transformWithState: its registered timers")
     found.add_argument("--partitions", type=int, help="rescale the state to this partition count first")
     add_target_arguments(found)
     return found
@@ -171,10 +189,14 @@ def transform(
     target_directory: str | None = None,
     trigger_id: str | None = None,
     partitions: int | None = None,
+    state_var: str | None = None,
+    timers: bool = False,
 ) -> tuple[str, CheckpointMetadata]:
     """Write the savepoint of ``source`` whose ``operator``/``store`` state is what ``function`` returns; its
     location and ``_metadata`` (``restored_from`` names the function, the store and the rows written). With
-    ``partitions`` (another count than the source's) the state is rescaled to it first.
+    ``partitions`` (another count than the source's) the state is rescaled to it first. A transformWithState
+    operator's state is transformed one variable at a time: ``state_var`` names it (``state_variables``), or
+    ``timers`` asks for its registered timers.
 
     With ``trigger_id`` a completed savepoint of the same source, function and store is returned as it is.
     """
@@ -188,6 +210,10 @@ def transform(
     if rocksdb:
         require("Transforming RocksDB state (Spark's state rewriter)", STATE_REWRITER_VERSION, running)
     described: dict[str, Any] = {"transformed_with": function_name, "transformed_store": [operator, store]}
+    if state_var is not None:
+        described["transformed_state_var"] = state_var
+    if timers:
+        described["transformed_timers"] = True
     if partitions is not None and partitions != current:
         described["rescaled_from_partitions"] = current
     else:
@@ -198,7 +224,7 @@ def transform(
             rescale_hdfs_state(spark, source, working, partitions)
         try:
             batch_id, described["transformed_rows"] = _rewrite_store(
-                spark, source, working, function, (operator, store), partitions, rocksdb
+                spark, source, working, function, (operator, store), partitions, rocksdb, state_var, timers
             )
         except (HdfsRescaleError, RocksDBTransformError, UnsupportedKeyType, struct.error) as exc:
             raise TransformRefused(f"{source.url} cannot be transformed: {exc}; nothing was saved") from None
@@ -230,11 +256,12 @@ def transform(
 
 @dataclass(frozen=True)
 class _Result:
-    """The function's rows for one store, checked against the state's types."""
+    """The function's rows for one store, checked against the state's types (a transformWithState variable's
+    values, a list or a map, have no fields of their own: ``value_fields`` is None)."""
 
     frame: Any
     key_fields: list[dict[str, Any]]
-    value_fields: list[dict[str, Any]]
+    value_fields: list[dict[str, Any]] | None
 
 
 def _rewrite_store(
@@ -245,20 +272,56 @@ def _rewrite_store(
     which: tuple[int, str],
     partitions: int,
     rocksdb: bool,
+    state_var: str | None = None,
+    timers: bool = False,
 ) -> tuple[int, int]:
     """Replace the state of store ``which`` (operator, store) in the working folder by the function's rows; the
     batch written and the number of rows."""
+    from pyspark.sql import functions as F
+
     operator, store = which
-    found = rows(spark, working.schema_location, source, operator, store)
+    name, variable = _operator(spark, working.schema_location, operator, state_var, timers)
+    found = rows(spark, working.schema_location, source, operator, store, state_var, timers, flatten=False)
     frame = _called(function, found)
-    fields = _checked_result(found, frame)
+    value_column = variable.value_column if variable else "value"
+    fields = _checked_result(found, frame, value_column)
     # Evaluated once, here: the checks, the count and the rows written are the same rows, even from a function
     # that is not deterministic.
     result = _Result(frame.localCheckpoint(eager=True), *fields)
-    counted = counted_rows(result.frame)
+    if variable is not None and variable.kind == TIMERS:
+        counted = counted_timers(result.frame)
+    else:
+        counted = counted_rows(result.frame.select("key", F.col(value_column).alias("value")))
+    if variable is not None:
+        checked_values(result.frame, variable)
     if rocksdb:
-        return _write_rocksdb(spark, source, working, result, which, partitions), counted
+        return _write_rocksdb(spark, source, working, result, which, partitions, name, variable), counted
     return source.metadata.batch_id, _write_hdfs(spark, source, working, result, which, partitions)
+
+
+def _operator(
+    spark: Any, location: str, operator: int, state_var: str | None, with_timers: bool = False
+) -> tuple[str | None, StateVariable | None]:
+    """The operator's name (None: no such operator, which reading its rows refuses) and, for a
+    transformWithState operator, the state variable ``state_var`` names or its timers; refuses a variable or
+    timers for any other operator and a transformWithState operator without either."""
+    stores = spark.read.format("state-metadata").load(location).collect()
+    found = [row for row in stores if int(row["operatorId"]) == operator]
+    name = str(found[0]["operatorName"]) if found else None
+    properties = found[0].asDict().get("operatorProperties") if found else None
+    if name is None or not name.startswith("transformWithState"):
+        if state_var is not None or with_timers:
+            option = "--timers" if with_timers else "--state-var"
+            raise TransformRefused(f"{option} is for a transformWithState operator; operator {operator} is {name}")
+        return name, None
+    if with_timers:
+        return name, registered_timers(properties, operator)
+    if state_var is None:
+        raise TransformRefused(
+            f"operator {operator} is {name}, whose state is transformed one state variable at a time: name one "
+            f"with --state-var ({', '.join(state_variables(found[0])) or 'it has none'}), or its timers with --timers"
+        )
+    return name, state_variable(properties, state_var, operator)
 
 
 def _write_hdfs(
@@ -286,35 +349,51 @@ def _write_hdfs(
 
 
 def _write_rocksdb(
-    spark: Any, source: ValidCheckpoint, working: WorkingCopy, result: _Result, which: tuple[int, str], partitions: int
+    spark: Any,
+    source: ValidCheckpoint,
+    working: WorkingCopy,
+    result: _Result,
+    which: tuple[int, str],
+    partitions: int,
+    name: str | None,
+    variable: StateVariable | None,
 ) -> int:
-    """Spark's state rewriter writes the rows (every other store as it was) as the next batch; that batch."""
+    """Spark's state rewriter writes the rows (every other store, and every other column family of a
+    transformWithState variable's store, as it was) as the next batch; that batch."""
+    normalise = normalises_float_keys(name, parse_version(spark.version))
+    if variable is not None:
+        replacement = variable_replacement(result.frame, variable, normalise)
+    else:
+        replacement = _store_replacement(result, which, normalise)
+    store_rewrite = _StoreRewrite(spark, which[0], which[1], replacement, partitions)
+    return rewrite_rocksdb(spark, Path(working.spark_path), source.metadata.batch_id, store_rewrite)
+
+
+def _store_replacement(result: _Result, which: tuple[int, str], normalise: bool) -> Callable[[Any], Any]:
+    """The store's rows for Spark's rewriter: the function's, in the default column family."""
     from pyspark.sql import functions as F
 
-    frame, operator = result.frame, which[0]
-    names = spark.read.format("state-metadata").load(working.schema_location).collect()
-    name = next((str(r["operatorName"]) for r in names if int(r["operatorId"]) == operator), None)
-    if name and name.startswith("transformWithState"):  # its state variables are column families
-        raise TransformRefused(f"operator {operator} is {name}, whose state transform cannot write yet")
-    normalise = normalises_float_keys(name, parse_version(spark.version))
+    frame = result.frame
     key_type, value_type = frame.schema["key"].dataType, frame.schema["value"].dataType
     raw = frame.select(
         raw_column(frame["key"], key_type).alias("raw_key"),
         raw_column(frame["value"], value_type).alias("raw_value"),
         frame["key"].alias("key"),
     )
-    encode_key, encode_value = encoder(result.key_fields, normalise), encoder(result.value_fields, False)
+    encode_key, encode_value = encoder(result.key_fields, normalise), encoder(result.value_fields or [], False)
 
-    def replacement(partition_type: Any) -> Any:
-        return raw.select(
+    def replacement(found: Any) -> Any:
+        only_default_family(found, which)
+        partition_type = found.schema["partition_key"].dataType
+        written = raw.select(
             partition_key_column(F.col("key"), key_type, partition_type, normalise).alias("partition_key"),
             encode_key(F.col("raw_key")).alias("key_bytes"),
             encode_value(F.col("raw_value")).alias("value_bytes"),
             F.lit(DEFAULT_COLUMN_FAMILY).alias("column_family_name"),
         )
+        return conformed(written, found.schema)
 
-    store_rewrite = _StoreRewrite(spark, operator, which[1], replacement, partitions)
-    return rewrite_rocksdb(spark, Path(working.spark_path), source.metadata.batch_id, store_rewrite)
+    return replacement
 
 
 def _called(function: StateFunction, found: Any) -> Any:
@@ -327,24 +406,29 @@ def _called(function: StateFunction, found: Any) -> Any:
         raise TransformRefused(f"the function failed: {type(exc).__name__}: {exc}; nothing was saved") from None
 
 
-def _checked_result(found: Any, result: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The key and value fields (JSON form) the result must have: the input's, whatever their nullability."""
+def _checked_result(
+    found: Any, result: Any, value_column: str = "value"
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+    """The key and value fields (JSON form) the result must have: the input's, whatever their nullability
+    (None for a value that is not a struct: a transformWithState list or map)."""
     if not hasattr(result, "schema") or not hasattr(result, "select"):
         raise TransformRefused(f"the function returned {type(result).__name__}, not a DataFrame")
     names = set(result.schema.fieldNames())
-    if not {"key", "value"} <= names:
-        raise TransformRefused(f"the function's DataFrame has columns {sorted(names)}; it needs 'key' and 'value'")
+    if not {"key", value_column} <= names:
+        raise TransformRefused(
+            f"the function's DataFrame has columns {sorted(names)}; it needs 'key' and {value_column!r}"
+        )
     fields = []
-    for column in ("key", "value"):
+    for column in ("key", value_column):
         expected, got = found.schema[column].dataType, result.schema[column].dataType
         if expected.simpleString() != got.simpleString():
             raise TransformRefused(
                 f"the function's {column!r} column is {got.simpleString()}; the state's is "
                 f"{expected.simpleString()} (cast it back)"
             )
-        described = expected.jsonValue()["fields"]
-        _check_writable(described, column, key=column == "key")
-        fields.append(described)
+        described = expected.jsonValue()
+        _check_type(described, column, key=column == "key")
+        fields.append(described.get("fields") if isinstance(described, dict) else None)
     return fields[0], fields[1]
 
 
@@ -391,6 +475,8 @@ def main(argv: list[str], spark: Any = None) -> int:
             args.target_directory,
             args.trigger_id,
             args.partitions,
+            args.state_var,
+            args.timers,
         )
     except (OptionsError, CheckpointFormatError, UnsupportedSparkFeature, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

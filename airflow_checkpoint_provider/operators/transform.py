@@ -18,9 +18,13 @@ class TransformStateOperator(DerivedSavepointOperator):
     worker) takes one store's state rows as a DataFrame (``key``, ``value``, ``partition_id``, as the
     ``state`` command reads them) and returns a DataFrame with the same ``key`` and ``value`` columns; each
     row is written to the partition Spark's shuffle looks for its key in. With ``partitions`` the state is
-    rescaled to that count first. The HDFS-backed state store (Spark's default) on Spark 4.0+; RocksDB state
-    on Spark 4.3+ (written by Spark's state rewriter as the next batch; rescale it first with
-    ``RescaleOperator``, since ``partitions`` is refused for it).
+    rescaled to that count first. A transformWithState operator's state is transformed one state variable
+    at a time (``state_var``): the function gets ``key`` and ``value``, ``list_value`` (an array, in order) or
+    ``map_value`` per key, and the variable's TTL indexes and counts are rebuilt from its result; ``timers``
+    transforms its registered timers instead (``key``, ``expiration_timestamp_ms``, a row per timer). The
+    HDFS-backed state store (Spark's default) on Spark 4.0+; RocksDB state on Spark 4.3+ (written by Spark's
+    state rewriter as the next batch; rescale it first with ``RescaleOperator``, since ``partitions`` is
+    refused for it).
 
     Restore the job from the returned path (``restore_from``): the restore's compatibility pre-flight checks
     it as any snapshot. What cannot be transformed (a result whose columns differ from the
@@ -32,6 +36,8 @@ class TransformStateOperator(DerivedSavepointOperator):
     :param function: ``MODULE:NAME`` or ``FILE.py:NAME`` (templated).
     :param operator_id: the stateful operator's id (default 0; templated).
     :param store_name: the operator's store (``default``; a join has four; templated).
+    :param state_var: transformWithState: the state variable whose rows the function gets (templated).
+    :param timers: transformWithState: the function gets the operator's registered timers instead.
     :param partitions: rescale to this partition count first (templated; default: keep the count).
     :param source: ``latest`` (default), ``chk-N``, or a savepoint's folder name or path (templated).
     :param checkpoint_root: the job's checkpoint root (templated); default: the Host of the ``storage_conn_id``
@@ -51,6 +57,7 @@ class TransformStateOperator(DerivedSavepointOperator):
         "function",
         "operator_id",
         "store_name",
+        "state_var",
         "partitions",
     )
 
@@ -61,6 +68,8 @@ class TransformStateOperator(DerivedSavepointOperator):
         function: str,
         operator_id: int | str = 0,
         store_name: str = "default",
+        state_var: str | None = None,
+        timers: bool = False,
         partitions: int | str | None = None,
         py_files: list[str] | None = None,
         source: str = "latest",
@@ -86,6 +95,8 @@ class TransformStateOperator(DerivedSavepointOperator):
         self.function = function
         self.operator_id = operator_id
         self.store_name = store_name
+        self.state_var = state_var
+        self.timers = timers
         self.partitions = partitions
         self.py_files = list(py_files or [])
 
@@ -98,6 +109,10 @@ class TransformStateOperator(DerivedSavepointOperator):
             raise ValueError(f"function must be MODULE:NAME or FILE.py:NAME, not {function!r}")
         args = ["--function", function, "--operator", str(int(str(self.operator_id).strip()))]
         args += ["--store-name", str(self.store_name).strip() or "default"]
+        if self.state_var not in (None, ""):
+            args += ["--state-var", str(self.state_var).strip()]
+        if self.timers:
+            args.append("--timers")
         if self.partitions not in (None, ""):
             args += ["--partitions", str(partition_count(self.partitions))]
         return args
@@ -105,4 +120,8 @@ class TransformStateOperator(DerivedSavepointOperator):
     def describe(self, meta: CheckpointMetadata) -> str:
         rows = (meta.restored_from or {}).get("transformed_rows")
         where = f"operator {self.operator_id} store {self.store_name!r}"
+        if self.state_var not in (None, ""):
+            where += f" state variable {self.state_var!r}"
+        if self.timers:
+            where += " timers"
         return f"state of {where} transformed with {self.function}: {rows} rows"

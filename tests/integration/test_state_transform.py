@@ -62,6 +62,24 @@ def _stored_state(spark, tmp_path: Path, root: Path, job: str, location: str) ->
     return found
 
 
+def _latest_counts(out: Path, published: Counter) -> dict[str, int]:
+    """Each key's newest count among the rows published since ``published``."""
+    latest: dict[str, int] = {}
+    for row in map(dict, (Counter(tuple(sorted(r.items())) for r in published_rows(out)) - published).elements()):
+        latest[row["key"]] = max(latest.get(row["key"], 0), row["count"])
+    return latest
+
+
+def _assert_dropped_and_bumped(latest: dict[str, int], before: dict[str, int], totals: dict[str, int]) -> None:
+    """After ``drop_and_bump`` of the counts ``before``: the dropped key counts from zero again, the fixed one
+    goes on from its fixed value, every other goes on from where it was."""
+    assert latest[DROPPED] == totals[DROPPED] - before[DROPPED], "the dropped key counts from zero again"
+    assert latest[BUMPED] == totals[BUMPED] + BUMP, "the fixed count goes on from the fixed value"
+    assert {k: n for k, n in latest.items() if k not in (DROPPED, BUMPED)} == {
+        k: totals[k] for k in latest if k not in (DROPPED, BUMPED)
+    }
+
+
 def test_a_transformed_savepoint_drops_fixes_and_bootstraps_keys_and_the_job_continues_from_it(
     spark, tmp_path, landing, capsys
 ):
@@ -86,17 +104,8 @@ def test_a_transformed_savepoint_drops_fixes_and_bootstraps_keys_and_the_job_con
     landing.add_files(3)
     second = run_family(spark, tmp_path, landing, family, "hdfs", job, "--restore-from", savepoint)
     assert second["restored_from"]["id"] == meta["id"]
-    new_rows = Counter(tuple(sorted(r.items())) for r in published_rows(tmp_path / "out")) - published
-    latest: dict[str, int] = {}
-    for row in map(dict, new_rows.elements()):
-        latest[row["key"]] = max(latest.get(row["key"], 0), row["count"])
-    totals = landing.counts_by_key()
-    added = {k: totals[k] - before.get(k, 0) for k in totals}
-    assert latest[DROPPED] == added[DROPPED], "the dropped key counts from zero again"
-    assert latest[BUMPED] == totals[BUMPED] + BUMP, "the fixed count goes on from the fixed value"
-    assert {k: n for k, n in latest.items() if k not in (DROPPED, BUMPED)} == {
-        k: totals[k] for k in latest if k not in (DROPPED, BUMPED)
-    }
+    latest, totals = _latest_counts(tmp_path / "out", published), landing.counts_by_key()
+    _assert_dropped_and_bumped(latest, before, totals)
     assert len(latest) == len(totals)
 
     # Bootstrapping, rescaled in the same step: a key built from a batch DataFrame joins the state, given as a
@@ -207,17 +216,105 @@ def test_rocksdb_state_is_transformed_by_sparks_state_rewriter_and_the_job_conti
         problems = family.check(tmp_path / "out", landing)
         assert not problems, problems[:10]
         return
-    expected = {k: n + (BUMP if k == BUMPED else 0) for k, n in before.items() if k != DROPPED}
-    assert meta["restored_from"]["transformed_rows"] == len(expected)
-    latest: dict[str, int] = {}
-    for row in map(dict, (Counter(tuple(sorted(r.items())) for r in published_rows(tmp_path / "out")) - published)):
-        latest[row["key"]] = max(latest.get(row["key"], 0), row["count"])
-    totals = landing.counts_by_key()
-    assert latest[DROPPED] == totals[DROPPED] - before[DROPPED], "the dropped key counts from zero again"
-    assert latest[BUMPED] == totals[BUMPED] + BUMP, "the fixed count goes on from the fixed value"
-    assert {k: n for k, n in latest.items() if k not in (DROPPED, BUMPED)} == {
-        k: totals[k] for k in latest if k not in (DROPPED, BUMPED)
-    }
+    assert meta["restored_from"]["transformed_rows"] == len(before) - 1
+    _assert_dropped_and_bumped(_latest_counts(tmp_path / "out", published), before, landing.counts_by_key())
+
+
+def _column_families(spark, tmp_path: Path, root: Path, job: str, location: str) -> Counter:
+    """Every row of a RocksDB snapshot's store 0, of every column family, as Spark's state rewriter reads them:
+    (family, key bytes, value bytes)."""
+    snapshot = state_transform.source_snapshot(JobFolder(str(root), job), location)
+    working = WorkingCopy(str(tmp_path / "families" / str(snapshot.metadata.id)), job, "read")
+    working.create()
+    materialize(snapshot, working)
+    frame = (
+        spark.read.format("statestore")
+        .option("batchId", snapshot.metadata.batch_id)
+        .option("operatorId", 0)
+        .option("_readAllColumnFamilies", "true")  # the rewriter's own reading (internal to Spark)
+        .load(working.schema_location)
+    )
+    return Counter((r["column_family_name"], bytes(r["key_bytes"]), bytes(r["value_bytes"])) for r in frame.collect())
+
+
+def _variable(spark, capsys, root: Path, job: str, *which: str) -> dict[str, list]:
+    """A transformWithState variable's values (``--state-var NAME``) or timers (``--timers``) per key, as the
+    ``state`` command reads them (``--json``)."""
+    argv = [*which, "--json", "--limit", "1000000"]
+    code, lines, err = _command(state_inspection, spark, capsys, root, job, *argv)
+    assert code == 0, err
+    found: dict[str, list] = {}
+    for row in map(json.loads, lines):
+        found.setdefault(row["key"]["key"], []).append(
+            {k: v for k, v in row.items() if k not in ("key", "partition_id")}
+        )
+    return found
+
+
+@pytest.mark.skipif(SPARK < (4, 3), reason="Spark's state rewriter arrived in 4.3")
+@pytest.mark.parametrize("family_name", ["transformWithState", "transformWithState-ttl"])
+def test_a_transform_with_state_variable_is_transformed_with_its_indexes_and_the_job_continues_from_it(
+    spark, tmp_path, landing, capsys, family_name
+):
+    """One state variable at a time: the function gets a value, a list (in order) or a map per key, and the
+    variable's derived families (list counts, TTL indexes) are rebuilt from its rows: an identity transform
+    writes every family byte for byte as Spark did; the job restored from a changed count continues from it."""
+    family, root, job = FAMILIES[family_name], tmp_path / "root", "tws"
+    landing.add_files(3)
+    first = run_family(spark, tmp_path, landing, family, "rocksdb", job)
+    for key in STATE_CONFS:  # the command's own session has none of the job's confs
+        spark.conf.unset(key)
+    source = _column_families(spark, tmp_path, root, job, "latest")
+    variables = {name for name, _, _ in source if not name.startswith("$")}
+    assert variables == {"count", "recent", "per_value"}
+    assert any(name.startswith(("$rowCounter_", "$ttl_")) for name, _, _ in source), "derived families are read"
+
+    for which in [*(["--state-var", variable] for variable in sorted(variables)), ["--timers"]]:
+        argv = ["--function", f"{FUNCTIONS}:identity", *which, "--trigger-id", f"same-{which[-1].strip('-')}"]
+        code, lines, err = _command(state_transform, spark, capsys, root, job, *argv)
+        assert code == 0, err
+        assert _column_families(spark, tmp_path, root, job, lines[-1]) == source, which
+
+    recent = _variable(spark, capsys, root, job, "--state-var", "recent")
+    argv = ["--function", f"{FUNCTIONS}:reversed_lists", "--state-var", "recent"]
+    code, lines, err = _command(state_transform, spark, capsys, root, job, *argv)
+    assert code == 0, err
+    assert _variable(spark, capsys, root, job, "--state-var", "recent", "--savepoint", lines[-1]) == {
+        key: values[::-1] for key, values in recent.items()
+    }, "a list is written in the order the function gives"
+    timers = _variable(spark, capsys, root, job, "--timers")
+    assert DROPPED in timers, "every key has a timer"
+    argv = ["--function", f"{FUNCTIONS}:drop_timers", "--timers"]
+    code, lines, err = _command(state_transform, spark, capsys, root, job, *argv)
+    assert code == 0, err
+    assert _variable(spark, capsys, root, job, "--timers", "--savepoint", lines[-1]) == {
+        key: found for key, found in timers.items() if key != DROPPED
+    }, "a key's timers are dropped, both of Spark's timer indexes with them"
+
+    refusals = [
+        (["--function", f"{FUNCTIONS}:identity"], "with --state-var (count, per_value, recent), or its timers"),
+        (["--function", f"{FUNCTIONS}:identity", "--state-var", "nope"], "has no state variable 'nope'"),
+        (["--function", f"{FUNCTIONS}:keys_only", "--state-var", "recent"], "needs 'key' and 'list_value'"),
+    ]
+    if family_name.endswith("-ttl"):
+        refusals.append(
+            (["--function", f"{FUNCTIONS}:without_expiry", "--state-var", "count"], "a null value or no ttlExpir")
+        )
+    for argv, reason in refusals:
+        code, lines, err = _command(state_transform, spark, capsys, root, job, *argv)
+        assert code == 2 and reason in err, (argv, err)
+
+    before = landing.counts_by_key()
+    argv = ["--function", f"{FUNCTIONS}:drop_and_bump_count", "--state-var", "count"]
+    code, lines, err = _command(state_transform, spark, capsys, root, job, *argv)
+    assert code == 0, err
+    meta = json.loads((Path(lines[-1].removeprefix("file:")) / "_metadata").read_text())
+    assert meta["batch_id"] == first["batch_id"] + 1 and meta["restored_from"]["transformed_state_var"] == "count"
+    assert meta["restored_from"]["transformed_rows"] == len(before) - 1
+    published = Counter(tuple(sorted(r.items())) for r in published_rows(tmp_path / "out"))
+    landing.add_files(3)
+    run_family(spark, tmp_path, landing, family, "rocksdb", job, "--restore-from", lines[-1])
+    _assert_dropped_and_bumped(_latest_counts(tmp_path / "out", published), before, landing.counts_by_key())
 
 
 def test_what_cannot_be_transformed_is_refused_and_nothing_is_saved(spark, tmp_path, landing, capsys):
@@ -236,6 +333,8 @@ def test_what_cannot_be_transformed_is_refused_and_nothing_is_saved(spark, tmp_p
         ("counts", f"{FUNCTIONS}:duplicate_keys", "more than once"),
         ("counts", f"{FUNCTIONS}:fails", "the function failed: RuntimeError: poisoned row found"),
         ("counts", f"{FUNCTIONS}:fails_in_spark", "ValueError: cannot fix key k"),
+        ("counts", f"{FUNCTIONS}:identity --state-var count", "--state-var is for a transformWithState operator"),
+        ("counts", f"{FUNCTIONS}:identity --timers", "--timers is for a transformWithState operator"),
     ]
     for job, function, reason in refusals:
         where = tmp_path / "other" / "root" if job == "on-rocksdb" else root

@@ -48,3 +48,40 @@ def fails_in_spark(rows):
         raise ValueError(f"cannot fix key {key}")
 
     return rows.withColumn("value", F.struct((F.col("value.count") + check(F.col("key.key"))).alias("count")))
+
+
+def _bumped_count(value, ttl: bool):
+    count = F.struct((value["v"] + BUMP).alias("v"))
+    if not ttl:
+        return count
+    return F.struct(count.alias("value"), F.col("value.ttlExpirationMs").alias("ttlExpirationMs"))
+
+
+def drop_and_bump_count(rows):
+    """transformWithState's ``count`` value state (``{v}``; with a TTL ``{value: {v}, ttlExpirationMs}``, the
+    expiration kept): drop a poisoned key's, fix another's."""
+    ttl = "ttlExpirationMs" in rows.schema["value"].dataType.fieldNames()
+    kept = rows.where(~F.col("key.key").eqNullSafe(DROPPED))
+    count = F.col("value.value") if ttl else F.col("value")
+    fixed = F.when(F.col("key.key") == BUMPED, _bumped_count(count, ttl))
+    return kept.withColumn("value", fixed.otherwise(F.col("value")))
+
+
+def reversed_lists(rows):
+    """A list state variable's elements in reverse order (``list_value``, one row per key)."""
+    return rows.withColumn("list_value", F.reverse("list_value"))
+
+
+def without_expiry(rows):
+    """A TTL value state's rows with their expiration taken away: refused, Spark sets one on every write."""
+    return rows.withColumn("value", F.struct("value.value", F.lit(None).cast("long").alias("ttlExpirationMs")))
+
+
+def keys_only(rows):
+    """The keys without their values: refused, the result needs the state's value column."""
+    return rows.select("key")
+
+
+def drop_timers(rows):
+    """Drop a poisoned key's registered timers (``key``, ``expiration_timestamp_ms``: one row per timer)."""
+    return rows.where(~F.col("key.key").eqNullSafe(DROPPED))

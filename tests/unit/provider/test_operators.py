@@ -64,3 +64,17 @@ def test_an_output_alias_is_scoped_by_its_dag():
     assert job(third, templated, "{{ params.job }}").outlets == [AssetAlias(name="checkpoint-output:etl_c:run_job")]
     fixed = DAG("etl_d", schedule=None, start_date=datetime(2026, 1, 1))
     assert job(fixed, "parquet:/data/out").outlets == [Asset(uri="file:///data/out")]
+
+
+def test_a_transform_names_the_state_variable_of_a_transform_with_state_operator():
+    """``state_var`` reaches the runtime's ``transform`` as ``--state-var`` (templated, trimmed), ``timers`` as
+    ``--timers``; without them the command names neither, as for every operator other than transformWithState."""
+    from airflow_checkpoint_provider.operators import TransformStateOperator
+
+    named = TransformStateOperator(task_id="t", job_name="j", function="m:f", state_var=" count ")
+    args = named.command_args()
+    assert args[args.index("--state-var") + 1] == "count"
+    assert "state_var" in TransformStateOperator.template_fields
+    plain = TransformStateOperator(task_id="u", job_name="j", function="m:f").command_args()
+    assert "--state-var" not in plain and "--timers" not in plain
+    assert "--timers" in TransformStateOperator(task_id="v", job_name="j", function="m:f", timers=True).command_args()
