@@ -19,7 +19,9 @@ import pytest
 
 from tests.support.helpers import REPO
 
-pytestmark = pytest.mark.slow  # builds a wheel, installs it into a fresh venv, runs Airflow's CLI
+# Builds a wheel, installs it into a fresh venv, runs Airflow's CLI. One worker runs the module, so the wheel
+# (a module fixture) is built once.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("packaging")]
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +34,11 @@ def wheel(tmp_path_factory) -> Path:
     ignored = (
         ".git",
         ".venv",
+        ".venv-docs",  # the docs site's tools (scripts/docs.sh), and the site it builds: not in the wheel
+        "site",
         ".cache",
+        ".ruff_cache",
+        ".pytest_cache",
         "build",
         "*.egg-info",
         "__pycache__",
