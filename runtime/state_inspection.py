@@ -37,6 +37,7 @@ from spark_checkpoint_runtime.options import CommandParser, OptionsError, load_s
 from spark_checkpoint_runtime.snapshot import SHUFFLE_PARTITIONS, materialize
 from spark_checkpoint_runtime.spark_versions import UnsupportedSparkFeature, parse_version, require
 from spark_checkpoint_runtime.state_files.selection import state_store_folder
+from spark_checkpoint_runtime.state_variables import TIMERS, declared
 from spark_checkpoint_runtime.working_copy import WorkingCopy, private_folder
 
 COMMAND = "state"
@@ -162,16 +163,8 @@ def state_variables(store: Any) -> list[str]:
     """A transformWithState store's state variables (timers left out), from Spark's ``state-metadata`` row of
     it; empty for every other operator."""
     fields = store.asDict() if hasattr(store, "asDict") else dict(store)
-    try:
-        properties = json.loads(fields.get("operatorProperties") or "{}")
-    except ValueError:
-        return []
-    variables = properties.get("stateVariables") if isinstance(properties, dict) else None
-    return [
-        str(v["stateName"])
-        for v in variables or []
-        if isinstance(v, dict) and v.get("stateName") and v.get("stateVariableType") != "TimerState"
-    ]
+    _, variables = declared(fields.get("operatorProperties"))
+    return [str(v["stateName"]) for v in variables if v.get("stateName") and v.get("stateVariableType") != TIMERS]
 
 
 def _reader(

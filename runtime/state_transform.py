@@ -6,9 +6,10 @@
         [--trigger-id T] [--spec F]
 
 The function takes the store's state rows as a DataFrame, exactly as ``state`` reads them (``key``,
-``value``, ``partition_id``), and returns a DataFrame with the same ``key`` and ``value`` columns: filter out
-poisoned keys, fix values, or union rows built from a batch DataFrame to bootstrap state (the session is
-``rows.sparkSession``). Each returned row is written to the partition Spark's shuffle sends its key to, so
+``value``, ``partition_id``; a transformWithState variable one row per key, ``state_variables``), and
+returns a DataFrame with the same ``key`` and ``value`` columns: filter out poisoned keys, fix values, or
+union rows built from a batch DataFrame to bootstrap state (the session is ``rows.sparkSession``). Each
+returned row is written to the partition Spark's shuffle sends its key to, so
 ``partition_id`` is ignored. With ``--partitions N`` the state is rescaled to N partitions first (as
 ``rescale`` does) and the function's rows are written at N. The result is written as a savepoint of the job,
 as a rescale's is (``derived_savepoint``): the source is only read, and the savepoint's ``_metadata`` is
@@ -200,6 +201,8 @@ def transform(
 
     With ``trigger_id`` a completed savepoint of the same source, function and store is returned as it is.
     """
+    if state_var is not None and timers:
+        raise TransformRefused("--state-var and --timers name different state: transform one at a time")
     current = check_transformable(source, partitions)
     running = parse_version(spark.version)
     require("Transforming state (Spark's state data source)", STATE_DATA_SOURCE, running)
@@ -309,7 +312,9 @@ def _operator(
     found = [row for row in stores if int(row["operatorId"]) == operator]
     name = str(found[0]["operatorName"]) if found else None
     properties = found[0].asDict().get("operatorProperties") if found else None
-    if name is None or not name.startswith("transformWithState"):
+    if name is None:
+        return None, None  # reading its rows refuses it, naming the operators there are
+    if not name.startswith("transformWithState"):
         if state_var is not None or with_timers:
             option = "--timers" if with_timers else "--state-var"
             raise TransformRefused(f"{option} is for a transformWithState operator; operator {operator} is {name}")

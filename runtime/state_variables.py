@@ -47,7 +47,8 @@ VALUE_COLUMNS = {VALUE: "value", LIST: "list_value", MAP: "map_value", TIMERS: "
 TIMER_FAMILIES = ("_keyToTimestamp", "_timestampToKey")
 TTL_FIELD = "ttlExpirationMs"
 FIRST = "first"  # ``_row_encoder``: normalise a struct's first field alone
-_DERIVED = re.compile(r"\$(ttl|min|count|rowCounter)_(.+)")
+# A family Spark derives from a variable: ``$<what>_<variable>`` (``$ttl_count``, ``$rowCounter_recent``).
+_DERIVED = re.compile(r"\$([^_]+)_(.+)")
 # The value of every index family's row: one null field.
 EMPTY_ROW = write_row([None], [{"name": "__empty__", "type": "void"}])
 
@@ -78,15 +79,24 @@ class StateVariable:
         return {self.name, *(f"${prefix}_{self.name}" for prefix in derived)}
 
 
-def state_variable(operator_properties: str | None, name: str, operator: int) -> StateVariable:
-    """The variable ``name`` as Spark's ``state-metadata`` row of the operator describes it; ``TransformRefused``
-    naming the variables there are when it has none of that name, or one transform cannot write."""
+def declared(operator_properties: str | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The operator properties JSON of Spark's ``state-metadata`` row, and the state variables it declares
+    (timers included); empty for what is not that JSON."""
     try:
         properties = json.loads(operator_properties or "{}")
     except ValueError:
-        properties = {}
-    found = [v for v in properties.get("stateVariables") or [] if isinstance(v, dict)]
-    named = {str(v.get("stateName")): v for v in found if v.get("stateVariableType") != "TimerState"}
+        return {}, []
+    if not isinstance(properties, dict):
+        return {}, []
+    variables = properties.get("stateVariables")
+    return properties, [v for v in variables if isinstance(v, dict)] if isinstance(variables, list) else []
+
+
+def state_variable(operator_properties: str | None, name: str, operator: int) -> StateVariable:
+    """The variable ``name`` as Spark's ``state-metadata`` row of the operator describes it; ``TransformRefused``
+    naming the variables there are when it has none of that name, or one transform cannot write."""
+    _, found = declared(operator_properties)
+    named = {str(v.get("stateName")): v for v in found if v.get("stateVariableType") != TIMERS}
     if name not in named:
         raise TransformRefused(
             f"operator {operator} has no state variable {name!r}; it has: {', '.join(sorted(named)) or 'none'}"
@@ -100,20 +110,18 @@ def state_variable(operator_properties: str | None, name: str, operator: int) ->
 def registered_timers(operator_properties: str | None, operator: int) -> StateVariable:
     """The operator's registered timers as Spark's ``state-metadata`` row describes them; ``TransformRefused``
     when its time mode has none."""
-    try:
-        properties = json.loads(operator_properties or "{}")
-    except ValueError:
-        properties = {}
-    for variable in properties.get("stateVariables") or []:
-        name = str(variable.get("stateName") or "") if isinstance(variable, dict) else ""
+    properties, found = declared(operator_properties)
+    for variable in found:
+        name = str(variable.get("stateName") or "")
         if variable.get("stateVariableType") == TIMERS and name.endswith(TIMER_FAMILIES[0]):
             return StateVariable(name.removesuffix(TIMER_FAMILIES[0]), TIMERS, False)
     raise TransformRefused(f"operator {operator} has no timers (its time mode is {properties.get('timeMode')})")
 
 
 def unknown_families(variable: StateVariable, present: set[str]) -> set[str]:
-    """Families in ``present`` derived from ``variable`` that this module does not rebuild: a Spark that keeps
-    more than 4.3 does. Passing them through unchanged could leave them naming rows that are gone."""
+    """Families in ``present`` derived from ``variable`` (``$<what>_<name>``) that this module does not rebuild:
+    a Spark that keeps more than 4.3 does. Passing them through unchanged could leave them naming rows that are
+    gone."""
     return {
         family for family in present if (match := _DERIVED.fullmatch(family)) and match.group(2) == variable.name
     } - variable.families()
@@ -125,23 +133,24 @@ def checked_values(frame: Any, variable: StateVariable) -> None:
     from pyspark.sql import functions as F
 
     column = F.col(variable.value_column)
-    if variable.kind == TIMERS:
-        values = F.array(column)
-    elif variable.kind == VALUE:
+    if variable.kind in (VALUE, TIMERS):
         values = F.array(column)
     elif variable.kind == LIST:
         values = column
     else:
         values = F.map_values(column)
-    bad = F.exists(values, lambda v: v.isNull() | (v[TTL_FIELD].isNull() if variable.ttl else F.lit(False)))
+    if variable.ttl:  # the stored struct, its value and its expiration must all be there
+        bad = F.exists(values, lambda v: v.isNull() | v["value"].isNull() | v[TTL_FIELD].isNull())
+    else:
+        bad = F.exists(values, lambda v: v.isNull())
     found = frame.where(bad).select("key").first()
     if found is not None:
-        what = f"a null value or no {TTL_FIELD}" if variable.ttl else "a null element or value"
         if variable.kind == TIMERS:
-            what = f"a null {variable.value_column}"
-        raise TransformRefused(
-            f"the function returned {what} in state variable {variable.name!r} for the key {found['key']}"
-        )
+            what, where = f"a null {variable.value_column}", "a timer"
+        else:
+            what = f"a null value, or one without its value or {TTL_FIELD}," if variable.ttl else "a null value"
+            where = f"state variable {variable.name!r}"
+        raise TransformRefused(f"the function returned {what} in {where} for the key {found['key'].asDict()}")
 
 
 def counted_timers(frame: Any) -> int:
@@ -198,6 +207,7 @@ def variable_rows(frame: Any, variable: StateVariable, partition_type: Any, norm
     encode_key = encoder(grouping["fields"], normalise)
 
     def family(rows: Any, name: str, key_bytes: Any, value_bytes: Any) -> Any:
+        """``rows`` as family ``name``'s, in the rewriter's columns."""
         return rows.select(
             "partition_key",
             key_bytes.alias("key_bytes"),
@@ -223,8 +233,9 @@ def variable_rows(frame: Any, variable: StateVariable, partition_type: Any, norm
         return _union(found)
     if variable.kind == LIST:
         stored = values_type.elementType
-        # posexplode keeps a key's elements consecutive and in order; Spark's shuffle keeps them so.
-        elements = keyed.select("partition_key", "raw_key", F.posexplode("values").alias("position", "element"))
+        # explode keeps a key's elements consecutive and in order, in one task; Spark's shuffle keeps a task's
+        # rows in order, and the rewriter merges them into the list in that order (as its own repartition does).
+        elements = keyed.select("partition_key", "raw_key", F.explode("values").alias("element"))
         elements = elements.select("partition_key", "raw_key", raw_column(F.col("element"), stored).alias("raw"))
         found = [family(elements, variable.name, encode_key("raw_key"), _encoder(stored)("raw"))]
         lists = keyed.where(F.size("values") > 0)
@@ -290,6 +301,7 @@ def _row_encoder(parts: list[tuple[Any, bool | str]]) -> Any:
 
 
 def _union(frames: list[Any]) -> Any:
+    """The rows of every frame (same columns)."""
     found = frames[0]
     for frame in frames[1:]:
         found = found.unionByName(frame)

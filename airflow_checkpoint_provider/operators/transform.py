@@ -97,6 +97,8 @@ class TransformStateOperator(DerivedSavepointOperator):
         self.store_name = store_name
         self.state_var = state_var
         self.timers = timers
+        if timers and state_var not in (None, ""):
+            raise ValueError("state_var and timers name different state: a transform takes one of them")
         self.partitions = partitions
         self.py_files = list(py_files or [])
 
@@ -109,7 +111,7 @@ class TransformStateOperator(DerivedSavepointOperator):
             raise ValueError(f"function must be MODULE:NAME or FILE.py:NAME, not {function!r}")
         args = ["--function", function, "--operator", str(int(str(self.operator_id).strip()))]
         args += ["--store-name", str(self.store_name).strip() or "default"]
-        if self.state_var not in (None, ""):
+        if str(self.state_var or "").strip():
             args += ["--state-var", str(self.state_var).strip()]
         if self.timers:
             args.append("--timers")
@@ -120,8 +122,8 @@ class TransformStateOperator(DerivedSavepointOperator):
     def describe(self, meta: CheckpointMetadata) -> str:
         rows = (meta.restored_from or {}).get("transformed_rows")
         where = f"operator {self.operator_id} store {self.store_name!r}"
-        if self.state_var not in (None, ""):
-            where += f" state variable {self.state_var!r}"
+        if str(self.state_var or "").strip():
+            where += f" state variable {str(self.state_var).strip()!r}"
         if self.timers:
             where += " timers"
         return f"state of {where} transformed with {self.function}: {rows} rows"

@@ -295,10 +295,16 @@ def test_a_transform_with_state_variable_is_transformed_with_its_indexes_and_the
         (["--function", f"{FUNCTIONS}:identity"], "with --state-var (count, per_value, recent), or its timers"),
         (["--function", f"{FUNCTIONS}:identity", "--state-var", "nope"], "has no state variable 'nope'"),
         (["--function", f"{FUNCTIONS}:keys_only", "--state-var", "recent"], "needs 'key' and 'list_value'"),
+        (["--function", f"{FUNCTIONS}:null_element", "--state-var", "recent"], "a null value"),
+        (["--function", f"{FUNCTIONS}:timers_twice", "--timers"], "more than once"),
+        (["--function", f"{FUNCTIONS}:identity", "--state-var", "count", "--timers"], "not allowed with argument"),
     ]
     if family_name.endswith("-ttl"):
         refusals.append(
-            (["--function", f"{FUNCTIONS}:without_expiry", "--state-var", "count"], "a null value or no ttlExpir")
+            (
+                ["--function", f"{FUNCTIONS}:without_expiry", "--state-var", "count"],
+                "without its value or ttlExpirationMs",
+            )
         )
     for argv, reason in refusals:
         code, lines, err = _command(state_transform, spark, capsys, root, job, *argv)

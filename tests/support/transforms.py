@@ -85,3 +85,14 @@ def keys_only(rows):
 def drop_timers(rows):
     """Drop a poisoned key's registered timers (``key``, ``expiration_timestamp_ms``: one row per timer)."""
     return rows.where(~F.col("key.key").eqNullSafe(DROPPED))
+
+
+def null_element(rows):
+    """A list state variable with a null element appended to each key's list: refused."""
+    element = rows.schema["list_value"].dataType.elementType
+    return rows.withColumn("list_value", F.concat("list_value", F.array(F.lit(None).cast(element))))
+
+
+def timers_twice(rows):
+    """Every registered timer given twice: refused (Spark keeps one per key and time)."""
+    return rows.unionByName(rows)

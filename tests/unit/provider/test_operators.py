@@ -78,3 +78,13 @@ def test_a_transform_names_the_state_variable_of_a_transform_with_state_operator
     plain = TransformStateOperator(task_id="u", job_name="j", function="m:f").command_args()
     assert "--state-var" not in plain and "--timers" not in plain
     assert "--timers" in TransformStateOperator(task_id="v", job_name="j", function="m:f", timers=True).command_args()
+    assert (
+        "--state-var"
+        not in TransformStateOperator(task_id="w", job_name="j", function="m:f", state_var=" ").command_args()
+    )
+    try:
+        TransformStateOperator(task_id="x", job_name="j", function="m:f", state_var="count", timers=True)
+    except ValueError as exc:
+        assert "one of them" in str(exc)
+    else:
+        raise AssertionError("state_var and timers were both taken")
