@@ -418,6 +418,8 @@ def test_deduplication_normalises_its_keys_from_spark_4_2_and_every_other_operat
     assert normalises("applyInPandasWithState", (4, 0, 5)) and normalises(None, (4, 3, 0))
     assert not normalises("dedupe", (4, 0, 5)) and not normalises("dedupeWithinWatermark", (4, 1, 4))
     assert normalises("dedupe", (4, 2, 0)) and normalises("dedupeWithinWatermark", (4, 3, 0))
+    assert not normalises("transformWithStateInPandasExec", (4, 3, 0))
+    assert not normalises("transformWithStateExec", (4, 3, 0))
 
 
 def _check_paths(output: Path, landing) -> list[str]:
