@@ -324,7 +324,8 @@ def _operator(
     if state_var is None:
         raise TransformRefused(
             f"operator {operator} is {name}, whose state is transformed one state variable at a time: name one "
-            f"with --state-var ({', '.join(state_variables(found[0])) or 'it has none'}), or its timers with --timers"
+            f"with --state-var ({', '.join(sorted(state_variables(found[0]))) or 'it has none'}), or its timers with "
+            "--timers"
         )
     return name, state_variable(properties, state_var, operator)
 

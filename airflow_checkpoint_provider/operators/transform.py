@@ -97,8 +97,6 @@ class TransformStateOperator(DerivedSavepointOperator):
         self.store_name = store_name
         self.state_var = state_var
         self.timers = timers
-        if timers and state_var not in (None, ""):
-            raise ValueError("state_var and timers name different state: a transform takes one of them")
         self.partitions = partitions
         self.py_files = list(py_files or [])
 
@@ -112,6 +110,8 @@ class TransformStateOperator(DerivedSavepointOperator):
         args = ["--function", function, "--operator", str(int(str(self.operator_id).strip()))]
         args += ["--store-name", str(self.store_name).strip() or "default"]
         if str(self.state_var or "").strip():
+            if self.timers:  # checked here, once the template is rendered
+                raise ValueError("state_var and timers name different state: a transform takes one of them")
             args += ["--state-var", str(self.state_var).strip()]
         if self.timers:
             args.append("--timers")

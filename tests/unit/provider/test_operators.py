@@ -83,7 +83,7 @@ def test_a_transform_names_the_state_variable_of_a_transform_with_state_operator
         not in TransformStateOperator(task_id="w", job_name="j", function="m:f", state_var=" ").command_args()
     )
     try:
-        TransformStateOperator(task_id="x", job_name="j", function="m:f", state_var="count", timers=True)
+        TransformStateOperator(task_id="x", job_name="j", function="m:f", state_var="count", timers=True).command_args()
     except ValueError as exc:
         assert "one of them" in str(exc)
     else:
