@@ -90,6 +90,7 @@ class CountingS3Server:
         from moto.server import DomainDispatcherApplication, create_backend_app
         from werkzeug.serving import make_server
 
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)  # a line per request would cost CPU beside the job
         app = self._counting(DomainDispatcherApplication(create_backend_app))
         self._server = make_server("127.0.0.1", self.port, app, threaded=True)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -191,7 +192,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bucket", default="checkpoints")
     parser.add_argument("--latency-ms", type=float, default=0.0)
     args = parser.parse_args(argv)
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # a line per request would cost CPU beside the job
     server = CountingS3Server(args.bucket, args.latency_ms / 1000, args.port).start()
     try:
         print("ready", flush=True)
