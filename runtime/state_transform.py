@@ -88,15 +88,13 @@ from spark_checkpoint_runtime.state_inspection import (
     partition_count,
     rows,
     spark_error_line,
-    state_variables,
 )
 from spark_checkpoint_runtime.state_variables import (
     TIMERS,
     StateVariable,
     checked_values,
     counted_timers,
-    registered_timers,
-    state_variable,
+    transformed_variable,
     variable_replacement,
 )
 from spark_checkpoint_runtime.transform_rows import (
@@ -283,7 +281,7 @@ def _rewrite_store(
     from pyspark.sql import functions as F
 
     operator, store = which
-    name, variable = _operator(spark, working.schema_location, operator, state_var, timers)
+    name, variable = transformed_variable(spark, working.schema_location, operator, state_var, timers)
     found = rows(spark, working.schema_location, source, operator, store, state_var, timers, flatten=False)
     frame = _called(function, found)
     value_column = variable.value_column if variable else "value"
@@ -300,34 +298,6 @@ def _rewrite_store(
     if rocksdb:
         return _write_rocksdb(spark, source, working, result, which, partitions, name, variable), counted
     return source.metadata.batch_id, _write_hdfs(spark, source, working, result, which, partitions)
-
-
-def _operator(
-    spark: Any, location: str, operator: int, state_var: str | None, with_timers: bool = False
-) -> tuple[str | None, StateVariable | None]:
-    """The operator's name (None: no such operator, which reading its rows refuses) and, for a
-    transformWithState operator, the state variable ``state_var`` names or its timers; refuses a variable or
-    timers for any other operator and a transformWithState operator without either."""
-    stores = spark.read.format("state-metadata").load(location).collect()
-    found = [row for row in stores if int(row["operatorId"]) == operator]
-    name = str(found[0]["operatorName"]) if found else None
-    properties = found[0].asDict().get("operatorProperties") if found else None
-    if name is None:
-        return None, None  # reading its rows refuses it, naming the operators there are
-    if not name.startswith("transformWithState"):
-        if state_var is not None or with_timers:
-            option = "--timers" if with_timers else "--state-var"
-            raise TransformRefused(f"{option} is for a transformWithState operator; operator {operator} is {name}")
-        return name, None
-    if with_timers:
-        return name, registered_timers(properties, operator)
-    if state_var is None:
-        raise TransformRefused(
-            f"operator {operator} is {name}, whose state is transformed one state variable at a time: name one "
-            f"with --state-var ({', '.join(sorted(state_variables(found[0]))) or 'it has none'}), or its timers with "
-            "--timers"
-        )
-    return name, state_variable(properties, state_var, operator)
 
 
 def _write_hdfs(
@@ -366,11 +336,10 @@ def _write_rocksdb(
 ) -> int:
     """Spark's state rewriter writes the rows (every other store, and every other column family of a
     transformWithState variable's store, as it was) as the next batch; that batch."""
-    normalise = normalises_float_keys(name, parse_version(spark.version))
     if variable is not None:
-        replacement = variable_replacement(result.frame, variable, normalise)
+        replacement = variable_replacement(result.frame, variable)
     else:
-        replacement = _store_replacement(result, which, normalise)
+        replacement = _store_replacement(result, which, normalises_float_keys(name, parse_version(spark.version)))
     store_rewrite = _StoreRewrite(spark, which[0], which[1], replacement, partitions)
     return rewrite_rocksdb(spark, Path(working.spark_path), source.metadata.batch_id, store_rewrite)
 

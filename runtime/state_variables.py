@@ -38,7 +38,7 @@ from spark_checkpoint_runtime.rocksdb_transform import (
     partition_key_column,
     with_families_replaced,
 )
-from spark_checkpoint_runtime.transform_rows import TransformRefused, encoder, normalised_key, raw_column, stored_value
+from spark_checkpoint_runtime.transform_rows import TransformRefused, encoder, raw_column, stored_value
 from spark_checkpoint_runtime.unsafe_rows import write_row
 
 VALUE, LIST, MAP, TIMERS = "ValueState", "ListState", "MapState", "TimerState"
@@ -46,7 +46,6 @@ VALUE, LIST, MAP, TIMERS = "ValueState", "ListState", "MapState", "TimerState"
 VALUE_COLUMNS = {VALUE: "value", LIST: "list_value", MAP: "map_value", TIMERS: "expiration_timestamp_ms"}
 TIMER_FAMILIES = ("_keyToTimestamp", "_timestampToKey")
 TTL_FIELD = "ttlExpirationMs"
-FIRST = "first"  # ``_row_encoder``: normalise a struct's first field alone
 # A family Spark derives from a variable: ``$<what>_<variable>`` (``$ttl_count``, ``$rowCounter_recent``).
 _DERIVED = re.compile(r"\$([^_]+)_(.+)")
 # The value of every index family's row: one null field.
@@ -118,6 +117,37 @@ def registered_timers(operator_properties: str | None, operator: int) -> StateVa
     raise TransformRefused(f"operator {operator} has no timers (its time mode is {properties.get('timeMode')})")
 
 
+def transformed_variable(
+    spark: Any, location: str, operator: int, state_var: str | None, with_timers: bool = False
+) -> tuple[str | None, StateVariable | None]:
+    """The operator's name in the Spark checkpoint folder at ``location`` (None: no such operator, which reading
+    its rows refuses) and, for a transformWithState operator, the state variable ``state_var`` names or its
+    timers; refuses a variable or timers for any other operator and a transformWithState operator without
+    either."""
+    stores = spark.read.format("state-metadata").load(location).collect()
+    found = [row for row in stores if int(row["operatorId"]) == operator]
+    if not found:
+        return None, None  # reading its rows refuses it, naming the operators there are
+    name, properties = str(found[0]["operatorName"]), found[0].asDict().get("operatorProperties")
+    if not name.startswith("transformWithState"):
+        if state_var is not None or with_timers:
+            option = "--timers" if with_timers else "--state-var"
+            raise TransformRefused(f"{option} is for a transformWithState operator; operator {operator} is {name}")
+        return name, None
+    if with_timers:
+        return name, registered_timers(properties, operator)
+    if state_var is None:
+        _, variables = declared(properties)
+        names = sorted(
+            str(v["stateName"]) for v in variables if v.get("stateName") and v.get("stateVariableType") != TIMERS
+        )
+        raise TransformRefused(
+            f"operator {operator} is {name}, whose state is transformed one state variable at a time: name one "
+            f"with --state-var ({', '.join(names) or 'it has none'}), or its timers with --timers"
+        )
+    return name, state_variable(properties, state_var, operator)
+
+
 def unknown_families(variable: StateVariable, present: set[str]) -> set[str]:
     """Families in ``present`` derived from ``variable`` (``$<what>_<name>``) that this module does not rebuild:
     a Spark that keeps more than 4.3 does. Passing them through unchanged could leave them naming rows that are
@@ -172,9 +202,12 @@ def counted_timers(frame: Any) -> int:
     return int(totals["rows"] or 0)
 
 
-def variable_replacement(frame: Any, variable: StateVariable, normalise: bool) -> Callable[[Any], Any]:
+def variable_replacement(frame: Any, variable: StateVariable) -> Callable[[Any], Any]:
     """For Spark's rewriter: the store's rows (every column family) with ``variable``'s families rebuilt from
-    the function's result ``frame``; refuses a Spark keeping a family of it this module does not rebuild."""
+    the function's result ``frame``; refuses a Spark keeping a family of it this module does not rebuild.
+
+    Keys are written as the function gives them, never normalised: transformWithState keys its state by the
+    grouping key's bytes as a batch's rows have them (``transform_rows.normalises_float_keys``)."""
 
     def replacement(found: Any) -> Any:
         present = {str(row[0]) for row in found.select("column_family_name").distinct().collect()}
@@ -184,13 +217,13 @@ def variable_replacement(frame: Any, variable: StateVariable, normalise: bool) -
                 f"Spark keeps column families {sorted(unknown)} for state variable {variable.name!r}, which "
                 "transform cannot rebuild"
             )
-        written = variable_rows(frame, variable, found.schema["partition_key"].dataType, normalise)
+        written = variable_rows(frame, variable, found.schema["partition_key"].dataType)
         return with_families_replaced(found, variable.families(), written)
 
     return replacement
 
 
-def variable_rows(frame: Any, variable: StateVariable, partition_type: Any, normalise: bool) -> Any:
+def variable_rows(frame: Any, variable: StateVariable, partition_type: Any) -> Any:
     """The rows of ``variable``'s families for the function's result ``frame`` (``key`` and the variable's
     value column, checked), as the rewriter takes them: ``partition_key``, ``key_bytes``, ``value_bytes``,
     ``column_family_name``. An empty list or map leaves the key without the variable."""
@@ -200,11 +233,11 @@ def variable_rows(frame: Any, variable: StateVariable, partition_type: Any, norm
     grouping = key_type.jsonValue()
     values_type = frame.schema[variable.value_column].dataType
     keyed = frame.select(
-        partition_key_column(F.col("key"), key_type, partition_type, normalise).alias("partition_key"),
+        partition_key_column(F.col("key"), key_type, partition_type, False).alias("partition_key"),
         raw_column(F.col("key"), key_type).alias("raw_key"),
         F.col(variable.value_column).alias("values"),
     )
-    encode_key = encoder(grouping["fields"], normalise)
+    encode_key = _encoder(key_type)
 
     def family(rows: Any, name: str, key_bytes: Any, value_bytes: Any) -> Any:
         """``rows`` as family ``name``'s, in the rewriter's columns."""
@@ -216,10 +249,10 @@ def variable_rows(frame: Any, variable: StateVariable, partition_type: Any, norm
         )
 
     empty = F.lit(bytearray(EMPTY_ROW))
-    long_row = _row_encoder([("long", False)])
+    long_row = _row_encoder(["long"])
     if variable.kind == TIMERS:
-        forward = _row_encoder([(grouping, normalise), ("long", False)])("raw_key", "values")
-        backward = _row_encoder([("long", False), (grouping, normalise)])("values", "raw_key")
+        forward = _row_encoder([grouping, "long"])("raw_key", "values")
+        backward = _row_encoder(["long", grouping])("values", "raw_key")
         by_key, by_time = (f"{variable.name}{suffix}" for suffix in TIMER_FAMILIES)
         return _union([family(keyed, by_key, forward, empty), family(keyed, by_time, backward, empty)])
     if variable.kind == VALUE:
@@ -227,7 +260,7 @@ def variable_rows(frame: Any, variable: StateVariable, partition_type: Any, norm
         entries = keyed.select("partition_key", "raw_key", raw_column(F.col("values"), stored).alias("raw_value"))
         found = [family(entries, variable.name, encode_key("raw_key"), _encoder(stored)("raw_value"))]
         if variable.ttl:
-            index = _row_encoder([("long", False), (grouping, normalise)])
+            index = _row_encoder(["long", grouping])
             expiry = F.col("raw_value")[TTL_FIELD]
             found.append(family(entries, f"$ttl_{variable.name}", index(expiry, "raw_key"), empty))
         return _union(found)
@@ -244,7 +277,7 @@ def variable_rows(frame: Any, variable: StateVariable, partition_type: Any, norm
             return _union([*found, family(lists, f"$rowCounter_{variable.name}", encode_key("raw_key"), count)])
         earliest = F.array_min(F.transform("values", lambda v: v[TTL_FIELD]))
         lists = lists.withColumn("earliest", earliest)
-        index = _row_encoder([("long", False), (grouping, normalise)])
+        index = _row_encoder(["long", grouping])
         return _union(
             [
                 *found,
@@ -260,42 +293,32 @@ def variable_rows(frame: Any, variable: StateVariable, partition_type: Any, norm
         raw_column(F.col("entry.key"), user_key).alias("raw_user_key"),
         raw_column(F.col("entry.value"), stored).alias("raw_value"),
     )
-    # The user's map key is stored as the function gives it: Spark does not normalise it, the grouping key it does.
-    composite = [(grouping, normalise), (user_key.jsonValue(), False)]
+    composite = [grouping, user_key.jsonValue()]
     map_key = _row_encoder(composite)("raw_key", "raw_user_key")
     found = [family(entries, variable.name, map_key, _encoder(stored)("raw_value"))]
     if variable.ttl:
         # The index names an entry by its whole key, {key, userKey}, nested in the index's key.
-        nested = {"type": "struct", "fields": [{"name": f"_{i}", "type": t} for i, (t, _) in enumerate(composite)]}
-        index = _row_encoder([("long", False), (nested, FIRST if normalise else False)])
+        nested = {"type": "struct", "fields": [{"name": f"_{i}", "type": t} for i, t in enumerate(composite)]}
+        index = _row_encoder(["long", nested])
         element = F.struct("raw_key", "raw_user_key")
         found.append(family(entries, f"$ttl_{variable.name}", index(F.col("raw_value")[TTL_FIELD], element), empty))
     return _union(found)
 
 
 def _encoder(stored_type: Any) -> Any:
-    """A UDF writing a raw struct of ``stored_type`` (a value: never normalised) as its ``UnsafeRow`` bytes."""
+    """A UDF writing a raw struct of ``stored_type`` as its ``UnsafeRow`` bytes, as given."""
     return encoder(stored_type.jsonValue()["fields"], False)
 
 
-def _row_encoder(parts: list[tuple[Any, bool | str]]) -> Any:
+def _row_encoder(types: list[Any]) -> Any:
     """A UDF writing its arguments (raw values, ``raw_column``'s form) as one ``UnsafeRow`` whose fields have
-    ``parts``' types (JSON form). Each part's flag: True for a grouping key, normalised as Spark looks it up;
-    ``FIRST`` for a struct whose first field is one (a map entry's ``{key, userKey}``)."""
+    ``types`` (JSON form), as given."""
     from pyspark.sql import functions as F
 
-    fields = [{"name": f"_{i}", "type": t} for i, (t, _) in enumerate(parts)]
+    fields = [{"name": f"_{i}", "type": t} for i, t in enumerate(types)]
 
     def encode(*values):  # no type hints: PySpark would read them as a pandas UDF's
-        row = []
-        for value, (data_type, key) in zip(values, parts, strict=True):
-            stored = stored_value(value, data_type)
-            if key is True:
-                stored = normalised_key(stored, data_type)
-            elif key == FIRST:
-                stored = [normalised_key(stored[0], data_type["fields"][0]["type"]), *stored[1:]]
-            row.append(stored)
-        return write_row(row, fields)
+        return write_row([stored_value(v, t) for v, t in zip(values, types, strict=True)], fields)
 
     return F.udf(encode, "binary")
 

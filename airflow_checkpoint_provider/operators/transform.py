@@ -109,21 +109,25 @@ class TransformStateOperator(DerivedSavepointOperator):
             raise ValueError(f"function must be MODULE:NAME or FILE.py:NAME, not {function!r}")
         args = ["--function", function, "--operator", str(int(str(self.operator_id).strip()))]
         args += ["--store-name", str(self.store_name).strip() or "default"]
-        if str(self.state_var or "").strip():
+        if self._state_var():
             if self.timers:  # checked here, once the template is rendered
                 raise ValueError("state_var and timers name different state: a transform takes one of them")
-            args += ["--state-var", str(self.state_var).strip()]
+            args += ["--state-var", self._state_var()]
         if self.timers:
             args.append("--timers")
         if self.partitions not in (None, ""):
             args += ["--partitions", str(partition_count(self.partitions))]
         return args
 
+    def _state_var(self) -> str:
+        """The rendered state variable, trimmed; empty for none."""
+        return str(self.state_var or "").strip()
+
     def describe(self, meta: CheckpointMetadata) -> str:
         rows = (meta.restored_from or {}).get("transformed_rows")
         where = f"operator {self.operator_id} store {self.store_name!r}"
-        if str(self.state_var or "").strip():
-            where += f" state variable {str(self.state_var).strip()!r}"
+        if self._state_var():
+            where += f" state variable {self._state_var()!r}"
         if self.timers:
             where += " timers"
         return f"state of {where} transformed with {self.function}: {rows} rows"

@@ -12,9 +12,14 @@ def identity(rows):
     return rows
 
 
+def _without_dropped(rows):
+    """Every row but the poisoned key's (eqNullSafe: a null key is kept, where != would drop it too)."""
+    return rows.where(~F.col("key.key").eqNullSafe(DROPPED))
+
+
 def drop_and_bump(rows):
     """Drop a poisoned key and fix another's count (``running_counts``' state: key ``key``, value ``count``)."""
-    kept = rows.where(~F.col("key.key").eqNullSafe(DROPPED))
+    kept = _without_dropped(rows)
     fixed = F.when(F.col("key.key") == BUMPED, F.struct((F.col("value.count") + BUMP).alias("count")))
     return kept.withColumn("value", fixed.otherwise(F.col("value")))
 
@@ -61,7 +66,7 @@ def drop_and_bump_count(rows):
     """transformWithState's ``count`` value state (``{v}``; with a TTL ``{value: {v}, ttlExpirationMs}``, the
     expiration kept): drop a poisoned key's, fix another's."""
     ttl = "ttlExpirationMs" in rows.schema["value"].dataType.fieldNames()
-    kept = rows.where(~F.col("key.key").eqNullSafe(DROPPED))
+    kept = _without_dropped(rows)
     count = F.col("value.value") if ttl else F.col("value")
     fixed = F.when(F.col("key.key") == BUMPED, _bumped_count(count, ttl))
     return kept.withColumn("value", fixed.otherwise(F.col("value")))
@@ -84,7 +89,7 @@ def keys_only(rows):
 
 def drop_timers(rows):
     """Drop a poisoned key's registered timers (``key``, ``expiration_timestamp_ms``: one row per timer)."""
-    return rows.where(~F.col("key.key").eqNullSafe(DROPPED))
+    return _without_dropped(rows)
 
 
 def null_element(rows):
