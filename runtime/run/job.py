@@ -90,32 +90,39 @@ class StreamingJob:
             )
 
     def _run(self, storage: JobFolder) -> dict[str, Any]:
-        opts = self.options
-        storage.check_exclusive_create()  # before anything else: a store that cannot is refused untouched
-        lease = JobLease(storage, self.run_id, opts.run_key, opts.lease_timeout)
-        lease.ensure_free()  # fail fast, before Spark starts, if another live run holds the job
-        planner = RunPlanner(storage, opts, self.run_id)
-        planner.resolve()
-        spark = self._spark or create_session(opts)
-        # From here a signal (to the driver, the JVM or both) means "stop gracefully"; the JVM's own hooks wait.
-        self.graceful.install(spark, jvm_hook=self._spark is None)
-        if self._spark is not None:
-            for key, value in opts.conf.items():
-                spark.conf.set(key, value)
+        opts, step = self.options, self.state.steps.step
+        with step("plan"):
+            storage.check_exclusive_create()  # before anything else: a store that cannot is refused untouched
+            lease = JobLease(storage, self.run_id, opts.run_key, opts.lease_timeout)
+            lease.ensure_free()  # fail fast, before Spark starts, if another live run holds the job
+            planner = RunPlanner(storage, opts, self.run_id)
+            planner.resolve()
+        with step("session"):
+            spark = self._spark or create_session(opts)
+            # From here a signal (to the driver, the JVM or both) means "stop gracefully"; the JVM's own hooks wait.
+            self.graceful.install(spark, jvm_hook=self._spark is None)
+            if self._spark is not None:
+                for key, value in opts.conf.items():
+                    spark.conf.set(key, value)
         with bounded_working_history(spark):
-            df = load_pipeline(opts.pipeline, spark)
-            fingerprint = job_fingerprint(df, spark, planner.pinned_confs())
-            planner.check_compatible(fingerprint, spark)
-            sink = load_sink(opts.sink, opts.storage_options)
-            planner.check_existing_output(sink)
+            with step("pipeline"):
+                df = load_pipeline(opts.pipeline, spark)
+                fingerprint = job_fingerprint(df, spark, planner.pinned_confs())
+                planner.check_compatible(fingerprint, spark)
+                sink = load_sink(opts.sink, opts.storage_options)
+                planner.check_existing_output(sink)
 
             # From here on the run writes: lease, working folder, sink recovery, checkpoints.
-            lease.acquire()
+            with step("settle"):
+                lease.acquire()
             try:
-                plan = planner.settle(fingerprint, spark, sink)
-                return self._run_holding(storage, RunFence(lease), spark, df, fingerprint, plan, sink)
+                with step("settle"):
+                    plan = planner.settle(fingerprint, spark, sink)
+                result = self._run_holding(storage, RunFence(lease), spark, df, fingerprint, plan, sink)
             finally:
-                lease.release()
+                with step("release"):
+                    lease.release()
+        return {**result, "step_seconds": self.state.steps.as_dict()}
 
     def _run_holding(
         self,
@@ -127,11 +134,12 @@ class StreamingJob:
         plan: RunPlan,
         sink: Sink,
     ) -> dict[str, Any]:
-        opts, state = self.options, self.state
+        opts, state, step = self.options, self.state, self.state.steps.step
         working = WorkingCopy(opts.working_dir, opts.job_name, self.run_id)
-        working.create(owner=storage.url_of(storage.job_path))
-        working.remove_abandoned()  # the working folders of this job's killed runs: this run holds the job now
-        restore_working_copy(plan, working, opts.job_name)
+        with step("working_copy"):
+            working.create(owner=storage.url_of(storage.job_path))
+            working.remove_abandoned()  # the working folders of this job's killed runs: this run holds the job now
+            restore_working_copy(plan, working, opts.job_name)
         point = plan.point
         coordinator = CheckpointCoordinator(
             storage,
@@ -158,23 +166,27 @@ class StreamingJob:
         )
         outcome = "failed"
         control = ControlChannel(storage)
-        try:
-            pruned = control.prune(opts.control_retention)
-            if pruned:
-                log.info("pruned %d settled file(s) from _control/", pruned)
-            storage.ids.prune()  # earlier runs' id records below the newest few
-        except Exception:  # housekeeping: the next run tries again
-            log.warning("could not prune _control/ or _ids/", exc_info=True)
+        with step("housekeeping"):
+            try:
+                pruned = control.prune(opts.control_retention)
+                if pruned:
+                    log.info("pruned %d settled file(s) from _control/", pruned)
+                storage.ids.prune()  # earlier runs' id records below the newest few
+            except Exception:  # housekeeping: the next run tries again
+                log.warning("could not prune _control/ or _ids/", exc_info=True)
         coordinator.start()
         try:
-            recover_output(plan, coordinator, sink, state, fence)
-            prune_set_aside(sink, fence, opts.set_aside_retention)
+            with step("recover_output"):
+                recover_output(plan, coordinator, sink, state, fence)
+                prune_set_aside(sink, fence, opts.set_aside_retention)
             requests = ControlRequests(control, opts, state, fence, coordinator, working)
             outcome, final = QueryLoop(opts, state, fence, coordinator, working, requests).run(spark, df, sink)
         finally:
-            coordinator.shutdown()
-            externalized_retention(storage, fence, opts, outcome)
-            if self._spark is None:
-                spark.stop()  # drains the listener bus before Python's callback server goes away
-        working.remove()
+            with step("shutdown"):
+                coordinator.shutdown()
+                externalized_retention(storage, fence, opts, outcome)
+                if self._spark is None:
+                    spark.stop()  # drains the listener bus before Python's callback server goes away
+        with step("working_copy_removal"):
+            working.remove()
         return run_report(storage, opts, state, point, coordinator, final, outcome)

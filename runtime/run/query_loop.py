@@ -51,7 +51,7 @@ class QueryLoop:
         self.requests = requests
 
     def run(self, spark: Any, df: Any, sink: Sink) -> tuple[str, CheckpointMetadata | None]:
-        opts, state, fence, coordinator = self.options, self.state, self.fence, self.coordinator
+        opts, state, coordinator = self.options, self.state, self.coordinator
         listener = BatchListener(coordinator, spark, state.rows)
         spark.streams.addListener(listener.listener)
         writer = (
@@ -63,51 +63,18 @@ class QueryLoop:
             writer = writer.trigger(availableNow=True)
         else:
             writer = writer.trigger(processingTime=f"{int(opts.batch_interval * 1000)} milliseconds")
-        started = time.monotonic()
-        started_ms = now_ms()
-        next_control_check = 0.0
-        query = writer.start()
+        started, started_ms = time.monotonic(), now_ms()  # before the start: a request made meanwhile counts
+        with state.steps.step("query"):
+            query = writer.start()
         listener.run_id = str(query.runId)
-        outcome = "finished"
         try:
-            while query.isActive:
-                if coordinator.fatal or fence.lost:
-                    self._stop_between_batches(query)
-                    raise JobFailed(fence.lost or coordinator.fatal)
-                if time.monotonic() >= next_control_check:
-                    next_control_check = time.monotonic() + CONTROL_POLL_SECONDS
-                    self.requests.poll(started_ms)
-                overdue = opts.max_duration is not None and time.monotonic() - started > opts.max_duration
-                if state.stop_requested.is_set() or overdue:
-                    if overdue:
-                        log.info("--max-duration reached: stopping gracefully")
-                    self._stop_between_batches(query)
-                    outcome = "cancelled"
-                    break
-                try:
-                    query.awaitTermination(0.2)
-                except Exception as exc:  # the query died: report it in one line, checkpoints stay valid
-                    if state.stopping.is_set() and STOP_MARKER in str(exc):
-                        break
-                    fence.fail_if_lost()
-                    if self._failed_while_stopping(exc):
-                        break
-                    raise JobFailed(f"the streaming query failed: {first_line(str(exc))}") from exc
-            if state.stop_requested.is_set():
-                outcome = "cancelled"  # however the loop ended (a batch failed during the stop), it was asked
-            for progress in query.recentProgress:  # the listener is asynchronous: fill in late batches
-                batch_id, rows = progress_batch_rows(progress)
-                state.rows[batch_id] = rows
-            error = query.exception()
-            stopped_by_us = state.stopping.is_set() and STOP_MARKER in str(error)
-            if error is not None and not stopped_by_us and not self._failed_while_stopping(error):
-                raise JobFailed(f"the streaming query failed: {first_line(str(error))}")
-            if coordinator.fatal:
-                raise JobFailed(coordinator.fatal)
-            if self.requests.stop_savepoint is not None:
-                final = self.requests.savepoint_and_stop()
-            else:
-                final = final_checkpoint(coordinator, self.working, opts)
+            with state.steps.step("query"):
+                outcome = self._await_end(query, started, started_ms)
+            with state.steps.step("final_checkpoint"):
+                if self.requests.stop_savepoint is not None:
+                    final = self.requests.savepoint_and_stop()
+                else:
+                    final = final_checkpoint(coordinator, self.working, opts)
             if coordinator.fatal:
                 # A checkpoint that completed while the query ended may have failed to publish: the final
                 # checkpoint then finds its batch covered, but the run must not report success.
@@ -117,6 +84,51 @@ class QueryLoop:
                 query.stop()
             spark.streams.removeListener(listener.listener)
         return outcome, final
+
+    def _await_end(self, query: Any, started: float, started_ms: int) -> str:
+        """Watch the running query (started at ``started``, monotonic, and ``started_ms``, epoch) until it ends
+        or is stopped between batches; its outcome.
+
+        Raises ``JobFailed`` when the query, the coordinator or the lease fails.
+        """
+        opts, state, fence, coordinator = self.options, self.state, self.fence, self.coordinator
+        next_control_check = 0.0
+        outcome = "finished"
+        while query.isActive:
+            if coordinator.fatal or fence.lost:
+                self._stop_between_batches(query)
+                raise JobFailed(fence.lost or coordinator.fatal)
+            if time.monotonic() >= next_control_check:
+                next_control_check = time.monotonic() + CONTROL_POLL_SECONDS
+                self.requests.poll(started_ms)
+            overdue = opts.max_duration is not None and time.monotonic() - started > opts.max_duration
+            if state.stop_requested.is_set() or overdue:
+                if overdue:
+                    log.info("--max-duration reached: stopping gracefully")
+                self._stop_between_batches(query)
+                outcome = "cancelled"
+                break
+            try:
+                query.awaitTermination(0.2)
+            except Exception as exc:  # the query died: report it in one line, checkpoints stay valid
+                if state.stopping.is_set() and STOP_MARKER in str(exc):
+                    break
+                fence.fail_if_lost()
+                if self._failed_while_stopping(exc):
+                    break
+                raise JobFailed(f"the streaming query failed: {first_line(str(exc))}") from exc
+        if state.stop_requested.is_set():
+            outcome = "cancelled"  # however the loop ended (a batch failed during the stop), it was asked
+        for progress in query.recentProgress:  # the listener is asynchronous: fill in late batches
+            batch_id, rows = progress_batch_rows(progress)
+            state.rows[batch_id] = rows
+        error = query.exception()
+        stopped_by_us = state.stopping.is_set() and STOP_MARKER in str(error)
+        if error is not None and not stopped_by_us and not self._failed_while_stopping(error):
+            raise JobFailed(f"the streaming query failed: {first_line(str(error))}")
+        if coordinator.fatal:
+            raise JobFailed(coordinator.fatal)
+        return outcome
 
     def _batch_function(self, sink: Sink):
         """``foreachBatch``'s function: stage (or, at-least-once, publish) one batch's output."""

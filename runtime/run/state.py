@@ -12,6 +12,7 @@ import threading
 from typing import Any
 
 from spark_checkpoint_runtime.layout import CheckpointMetadata, StagedOutput
+from spark_checkpoint_runtime.run.steps import StepTimes
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +27,7 @@ class RunState:
         self.rows: dict[int, int] = {}  # input rows per batch, for the run report
         self.savepoint: CheckpointMetadata | None = None
         self.savepoint_url: str | None = None
+        self.steps = StepTimes()  # seconds per step of the run, for the run report
         # Batches this run staged that no completed snapshot has published yet, and (during a rewind) the
         # restored snapshot's staged output that the rewind checkpoint carries over.
         self._staged: set[int] = set()

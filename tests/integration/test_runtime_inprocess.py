@@ -137,6 +137,11 @@ def test_incompatible_plan_is_refused_before_anything_is_written(spark, tmp_path
         output_mode="update",
     )
     assert result["restored_from"] is not None and result["batches"] == 1
+    # The report says where the restart's time went, step by step, in the order the steps ran.
+    steps = result["step_seconds"]
+    assert list(steps)[:4] == ["plan", "session", "pipeline", "settle"]
+    assert {"working_copy", "query", "final_checkpoint", "shutdown", "release"} <= set(steps)
+    assert all(seconds >= 0 for seconds in steps.values()) and steps["query"] > 0
 
 
 def test_at_least_once_publishes_every_batch_and_spark_reads_the_output(spark, tmp_path, landing):
