@@ -76,9 +76,12 @@ class IdRecord:
 
     def mark_completed(self, checkpoint_id: int, run_id: str) -> None:
         """Record, once, that the job has completed a checkpoint (the first run to do so writes it)."""
+        path = posixpath.join(self.base, COMPLETED_FILE)
+        if self.fs.exists(path):  # every run after the first: a look is cheaper than a refused create (an fsync)
+            return
         self.fs.makedirs(self.base, exist_ok=True)
         record = {"first_checkpoint": checkpoint_id, "run_id": run_id, "completed_ms": now_ms()}
-        create_exclusively(self.fs, posixpath.join(self.base, COMPLETED_FILE), json.dumps(record).encode())
+        create_exclusively(self.fs, path, json.dumps(record).encode())
 
     def completed(self) -> dict[str, Any] | None:
         """What the completed-record says (None: the job never completed a checkpoint since it was kept).
