@@ -176,6 +176,7 @@ def run_ours(
         "rows": result["rows"],
         "batches": result["batches"],
         "checkpoints": metas,
+        "step_seconds": result.get("step_seconds"),
         # Wall-clock bounds of the run alone (the reads above come after it): an S3 server's request timeline
         # is split at these.
         "started_at": started_at,

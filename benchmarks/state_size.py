@@ -256,6 +256,7 @@ def _sample(plain: dict[str, Any], ours: dict[str, Any], changed_keys: int) -> d
         "native_new_bytes": plain["native_new_bytes"],
         "native_new_sst_bytes": plain["native_new_sst_bytes"],
         **({"requests": ours["requests"]} if "requests" in ours else {}),
+        "ours_step_seconds": ours.get("step_seconds"),  # the run report's: where ours' restart spent its time
     }
 
 
