@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -274,7 +275,31 @@ def state_size(name: str) -> list[str]:
     lines = table(header, rows, "r" * (len(header) - 1) + "l")
     if any("requests_median" in size for size in data["sizes"]):
         lines += ["", *table(*_s3_phase_table(data["sizes"]), "lrl")]
+    steps = _restart_steps_table(data["sizes"])
+    if steps is not None:
+        lines += ["", *table(*steps)]
     return [*lines, "", source(name, data, command)]
+
+
+def _restart_steps_table(sizes: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]] | None:
+    """Ours' restart step by step (the run report's ``step_seconds``), median ms over the restarts, beside
+    plain Spark's whole restart; None for results from before the report had steps."""
+    measured = [size for size in sizes if all(s.get("ours_step_seconds") for s in size["samples"])]
+    if not measured:
+        return None
+    names: list[str] = []
+    for size in measured:
+        for sample in size["samples"]:
+            names += [name for name in sample["ours_step_seconds"] if name not in names]
+    rows = []
+    for size in measured:
+        samples = size["samples"]
+        row = [mb(size["state_bytes"]), num(statistics.median(s["restore_plain_seconds"] for s in samples) * 1000)]
+        row += [num(statistics.median(s["restore_ours_seconds"] for s in samples) * 1000)]
+        row += [num(statistics.median(s["ours_step_seconds"].get(n, 0.0) for s in samples) * 1000) for n in names]
+        rows.append(row)
+    header = ["ours' restart by step, median ms", "plain restart", "ours restart", *(f"`{n}`" for n in names)]
+    return header, rows
 
 
 def _s3_phase_table(sizes: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
