@@ -34,6 +34,7 @@ def main() -> int:
         {
             "CHECKPOINT_DEMO_HOME": str(HOME),
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
+            "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "30",  # Airflow's default: an edited DAG shows soon
             # The checkpoint pages (/checkpoints/, "Checkpoints" in the navigation) show the demo's root.
             "AIRFLOW__CHECKPOINT_PROVIDER__ROOTS": str(HOME / "checkpoints"),
         },
