@@ -12,13 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spark_checkpoint_runtime.errors import ExistingOutput
-from spark_checkpoint_runtime.layout import (
-    CheckpointFormatError,
-    CheckpointMetadata,
-    JobFolder,
-    Lineage,
-    NoValidCheckpoint,
-)
+from spark_checkpoint_runtime.layout import CheckpointFormatError, CheckpointMetadata, JobFolder, Lineage
 from spark_checkpoint_runtime.layout.lineage import MAX_RANGES, MAX_WRITTEN_RANGES
 from spark_checkpoint_runtime.options import JobOptions
 from spark_checkpoint_runtime.restore import RestorePoint, check_compatible, resolve_restore_point, starts_new_branch
@@ -116,9 +110,9 @@ class RunPlanner:
         """The plan, now that the run holds the job: the newest restore point, history, rewind and first id."""
         if self.options.restore_from == "latest":
             # The previous holder may have completed a checkpoint since we looked: restore the newest.
-            newer = self._completed_since_resolved()
-            if newer is not None:
-                self.point = newer
+            newest = resolve_restore_point(self.storage, self.options.restore_from)
+            if newest is not None and (self.point is None or newest.metadata.id != self.point.metadata.id):
+                self.point = newest
                 self._check_compatible(fingerprint, spark)
         point = self.point
         published = highest_published_id(sink)  # one listing of the sink, now that this run holds the job
@@ -132,19 +126,6 @@ class RunPlanner:
             rewind=point is not None and starts_new_branch(self.storage, point),
             next_id=max(self.storage.next_checkpoint_id(), history.highest + 1, published + 1),
         )
-
-    def _completed_since_resolved(self) -> RestorePoint | None:
-        """A valid checkpoint newer than the one ``resolve`` found, or None: that one stands.
-
-        Only checkpoints above it are read and validated, so a restart pays for the point once.
-        """
-        if self.point is None:
-            return resolve_restore_point(self.storage, self.options.restore_from)
-        try:
-            found = self.storage.checkpoints.latest_valid(newer_than=self.point.metadata.id)
-        except NoValidCheckpoint:  # newer ones exist, all damaged (each logged): the point resolved before stands
-            return None
-        return RestorePoint(found) if found is not None else None
 
     def _compacted(self, history: Lineage, sink: Sink) -> Lineage:
         """Close the gaps of a long history that no output and no snapshot uses (a job that rewinds often)."""
