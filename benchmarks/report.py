@@ -284,7 +284,7 @@ def state_size(name: str) -> list[str]:
 def _restart_steps_table(sizes: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]] | None:
     """Ours' restart step by step (the run report's ``step_seconds``), median ms over the restarts, beside
     plain Spark's whole restart; None for results from before the report had steps."""
-    measured = [size for size in sizes if all(s.get("ours_step_seconds") for s in size["samples"])]
+    measured = [size for size in sizes if size["samples"] and all(s.get("ours_step_seconds") for s in size["samples"])]
     if not measured:
         return None
     names: list[str] = []
@@ -298,7 +298,7 @@ def _restart_steps_table(sizes: list[dict[str, Any]]) -> tuple[list[str], list[l
         row += [num(statistics.median(s["restore_ours_seconds"] for s in samples) * 1000)]
         row += [num(statistics.median(s["ours_step_seconds"].get(n, 0.0) for s in samples) * 1000) for n in names]
         rows.append(row)
-    header = ["ours' restart by step, median ms", "plain restart", "ours restart", *(f"`{n}`" for n in names)]
+    header = ["state", "plain restart ms", "ours restart ms", *(f"ours `{n}` ms" for n in names)]
     return header, rows
 
 
