@@ -288,7 +288,7 @@ class ControlChannel:
         Returns the count.
         """
         now = now_ms_ if now_ms_ is not None else now_ms()
-        ages = {kind: self._ages(kind) for kind in ("requests", "responses", "runs", "kill", "alive")}
+        ages = self._ages(("requests", "responses", "runs", "kill", "alive"))
         old = {
             kind: {name for name, age in found.items() if now - age > older_than_s * 1000}
             for kind, found in ages.items()
@@ -296,8 +296,10 @@ class ControlChannel:
         doomed = [self._path("responses", name) for name in old["responses"]]
         doomed += [self._path("requests", name) for name in old["requests"] if name in ages["responses"]]
         doomed += [self._path(kind, name) for kind in ("runs", "kill", "alive") for name in old[kind]]
-        live_keys = {beat.get("run_key") for beat in self.live_runs()}
-        for name in old["requests"] - set(ages["responses"]):
+        unanswered = old["requests"] - set(ages["responses"])
+        # The live runs only matter for an old unanswered request: their heartbeats are read only then.
+        live_keys = {beat.get("run_key") for beat in self.live_runs()} if unanswered else set()
+        for name in unanswered:
             try:
                 request = _checked_request(name, self._read(self._path("requests", name)) or {})
             except (CheckpointFormatError, TypeError, ValueError):
@@ -307,18 +309,19 @@ class ControlChannel:
         self._remove(doomed)
         return len(doomed)
 
-    def _ages(self, kind: str) -> dict[str, float]:
-        """Key -> modification time (epoch ms, as the store reports it) of every file under ``kind``."""
+    def _ages(self, kinds: tuple[str, ...]) -> dict[str, dict[str, float]]:
+        """Per kind, key -> modification time (epoch ms, as the store reports it) of every file directly under
+        it, from one listing of all of ``_control/`` (on object storage one request, not one per kind)."""
         try:
-            entries = self.fs.ls(posixpath.join(self.base, kind), detail=True)
+            entries = self.fs.find(self.base, detail=True)
         except FileNotFoundError:
-            return {}
-        found = {}
-        for entry in entries:
-            base = posixpath.basename(entry["name"])
+            entries = {}
+        found: dict[str, dict[str, float]] = {kind: {} for kind in kinds}
+        for path, entry in entries.items():
+            kind, _, base = relative_to(path, self.base).partition("/")
             modified = modified_time(entry)
-            if base.endswith(".json") and modified is not None:
-                found[base[: -len(".json")]] = modified * 1000
+            if kind in found and "/" not in base and base.endswith(".json") and modified is not None:
+                found[kind][base[: -len(".json")]] = modified * 1000
         return found
 
     def _remove(self, paths: list[str]) -> None:

@@ -311,3 +311,25 @@ def test_a_sink_on_a_store_whose_rm_takes_one_path_moves_each_file(monkeypatch):
     published = {p.rsplit("/", 1)[1]: sink.fs.cat_file(p) for p in sink.fs.ls(sink.path, detail=False) if "/c4-" in p}
     assert published == {f"c4-b2-{name}": name.encode() for name in parts}
     assert not sink.fs.exists(f"{sink.staging}/r1/batch-2")
+
+
+def test_control_housekeeping_on_s3_is_one_listing_and_prunes_what_is_settled(counted):
+    """A run's start prunes ``_control/``: one LIST for every kind of file (it was one per kind, two for a
+    missing folder), and heartbeats are read only when an old unanswered request needs them."""
+    from spark_checkpoint_runtime.layout import ControlChannel
+
+    control = ControlChannel(JobFolder(f"s3://{counted.bucket}/housekeeping", "orders", counted.options))
+    control.request("answered", "savepoint")
+    control.respond("answered", {"status": "completed"})
+    control.write_run_report("run-a", {"status": "finished"})
+    control.heartbeat("run-b-id", "run-b")
+    counted.reset()
+    assert control.prune(7 * 86400) == 0  # everything is fresh: nothing read, nothing deleted
+    assert counted.snapshot() == {**counted.snapshot(), "LIST": 1, "total": 1}
+
+    control.request("for-ended-run", "stop", "run-a")  # run-a reported: nothing will answer it
+    control.request("waiting", "stop", "run-b")  # run-b is alive
+    later = int(time.time() * 1000) + 8 * 86400 * 1000  # a week on: the store's times are old by then
+    assert control.prune(7 * 86400, now_ms_=later) == 5  # the answered pair, the report, for-ended-run, the beat
+    left = sorted(p.split("/_control/", 1)[1] for p in control.fs.find(control.base))
+    assert left == ["requests/waiting.json"]  # run-b's heartbeat was old too, but a request for it stays
