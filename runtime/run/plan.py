@@ -12,7 +12,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from spark_checkpoint_runtime.errors import ExistingOutput
-from spark_checkpoint_runtime.layout import CheckpointFormatError, CheckpointMetadata, JobFolder, Lineage
+from spark_checkpoint_runtime.layout import (
+    CheckpointFormatError,
+    CheckpointMetadata,
+    JobFolder,
+    Lineage,
+    NoValidCheckpoint,
+)
 from spark_checkpoint_runtime.layout.lineage import MAX_RANGES, MAX_WRITTEN_RANGES
 from spark_checkpoint_runtime.options import JobOptions
 from spark_checkpoint_runtime.restore import RestorePoint, check_compatible, resolve_restore_point, starts_new_branch
@@ -110,7 +116,7 @@ class RunPlanner:
         """The plan, now that the run holds the job: the newest restore point, history, rewind and first id."""
         if self.options.restore_from == "latest":
             # The previous holder may have completed a checkpoint since we looked: restore the newest.
-            newest = resolve_restore_point(self.storage, self.options.restore_from)
+            newest = self._latest_again()
             if newest is not None and (self.point is None or newest.metadata.id != self.point.metadata.id):
                 self.point = newest
                 self._check_compatible(fingerprint, spark)
@@ -126,6 +132,29 @@ class RunPlanner:
             rewind=point is not None and starts_new_branch(self.storage, point),
             next_id=max(self.storage.next_checkpoint_id(), history.highest + 1, published + 1),
         )
+
+    def _latest_again(self) -> RestorePoint | None:
+        """``--restore-from latest`` once more, now that the run holds the job, validating the point once.
+
+        A newer valid checkpoint wins. Otherwise the resolved point stands while its ``_metadata`` is still
+        the one resolved: every run deletes ``_metadata`` before the files, and no other run deletes anything
+        while this one holds the lease. Gone or changed (a run that held the job meanwhile discarded it), the
+        whole resolve runs again, which also refuses a job whose state is gone.
+        """
+        if self.point is None:
+            return resolve_restore_point(self.storage, self.options.restore_from)
+        resolved = self.point.metadata
+        try:
+            newer = self.storage.checkpoints.latest_valid(newer_than=resolved.id)
+        except NoValidCheckpoint:  # newer ones, all damaged (each logged): the resolved point may stand
+            newer = None
+        if newer is not None:
+            return RestorePoint(newer)
+        try:
+            unchanged = self.storage.checkpoints.read(resolved.id).to_json() == resolved.to_json()
+        except CheckpointFormatError:
+            unchanged = False
+        return self.point if unchanged else resolve_restore_point(self.storage, self.options.restore_from)
 
     def _compacted(self, history: Lineage, sink: Sink) -> Lineage:
         """Close the gaps of a long history that no output and no snapshot uses (a job that rewinds often)."""

@@ -64,3 +64,34 @@ def test_sink_recovery_moves_nothing_once_the_lease_is_lost(tmp_path: Path):
     finally:
         lease.release()
     assert (staged / "part-0.parquet").read_bytes() == b"rows", "the run that lost the job moved nothing"
+
+
+def test_checkpoints_deleted_between_resolve_and_settle_are_refused_not_restored(tmp_path: Path):
+    """``--restore-from latest`` is settled again once the run holds the lease. A run that held the job in
+    between and discarded its checkpoints (``--externalized-retention``) leaves nothing to restore: the run is
+    refused as lost state, never continued from the point it resolved before."""
+    from spark_checkpoint_runtime.options import options_from_mapping
+    from spark_checkpoint_runtime.retention import apply_externalized_retention
+    from spark_checkpoint_runtime.run.plan import RunPlanner
+
+    storage = JobFolder(str(tmp_path / "root"), "j")
+    for checkpoint_id in (1, 2):
+        write_checkpoint(storage, checkpoint_id, [f"state/0/0/{checkpoint_id}.delta"])
+    storage.ids.mark_completed(1, "r1")
+    options = options_from_mapping(
+        {"job_name": "j", "checkpoint_root": str(tmp_path / "root"), "pipeline": "m:f", "sink": "parquet:out"}
+    )
+    sink = ParquetSink(str(tmp_path / "out"))
+    planner = RunPlanner(storage, options, "r2")
+    assert planner.resolve().metadata.id == 2
+    assert planner.settle({}, None, sink).point.metadata.id == 2  # nothing changed: the point stands
+    apply_externalized_retention(storage, "delete-on-cancellation", "finished")
+    with pytest.raises(NoValidCheckpoint, match="has no checkpoint left"):
+        planner.settle({}, None, sink)
+    # A discard cut short after the _metadata went leaves the files: still nothing to restore.
+    write_checkpoint(storage, 3, ["state/0/0/3.delta"])
+    planner = RunPlanner(storage, options, "r3")
+    assert planner.resolve().metadata.id == 3
+    (tmp_path / "root" / "j" / "chk-3" / "_metadata").unlink()
+    with pytest.raises(NoValidCheckpoint, match="has no checkpoint left"):
+        planner.settle({}, None, sink)
