@@ -117,7 +117,13 @@ class RunPlanner:
         if self.options.restore_from == "latest":
             # The previous holder may have completed a checkpoint since we looked: restore the newest.
             newest = self._latest_again()
-            if newest is not None and (self.point is None or newest.metadata.id != self.point.metadata.id):
+            if newest is not self.point:  # a newer checkpoint, or the resolved one discarded or changed since
+                if newest is None:
+                    raise NoValidCheckpoint(
+                        f"{self.storage.location}: chk-{self.point.metadata.id} was discarded after this run "
+                        "resolved it, and no valid checkpoint is left; restore from a savepoint or a copy "
+                        "(--restore-from PATH), or pass --restore-from none to start from empty state on purpose"
+                    )
                 self.point = newest
                 self._check_compatible(fingerprint, spark)
         point = self.point
@@ -137,9 +143,10 @@ class RunPlanner:
         """``--restore-from latest`` once more, now that the run holds the job, validating the point once.
 
         A newer valid checkpoint wins. Otherwise the resolved point stands while its ``_metadata`` is still
-        the one resolved: every run deletes ``_metadata`` before the files, and no other run deletes anything
-        while this one holds the lease. Gone or changed (a run that held the job meanwhile discarded it), the
-        whole resolve runs again, which also refuses a job whose state is gone.
+        the one resolved: whatever discards a checkpoint (a run's retention under the lease, the retention
+        operator without it) deletes ``_metadata`` before the files. Gone or changed (a run that held the job
+        meanwhile discarded it), the whole resolve runs again, which also refuses a job whose state is gone.
+        Returns ``self.point`` itself when it stands.
         """
         if self.point is None:
             return resolve_restore_point(self.storage, self.options.restore_from)

@@ -95,3 +95,11 @@ def test_checkpoints_deleted_between_resolve_and_settle_are_refused_not_restored
     (tmp_path / "root" / "j" / "chk-3" / "_metadata").unlink()
     with pytest.raises(NoValidCheckpoint, match="has no checkpoint left"):
         planner.settle({}, None, sink)
+    # A job without the completed record (checkpoints copied in, or written before the record existed).
+    shutil.rmtree(tmp_path / "root" / "j" / "_ids")
+    write_checkpoint(storage, 4, ["state/0/0/4.delta"])
+    planner = RunPlanner(storage, options, "r4")
+    assert planner.resolve().metadata.id == 4
+    (tmp_path / "root" / "j" / "chk-4" / "_metadata").unlink()
+    with pytest.raises(NoValidCheckpoint, match="chk-4 was discarded after this run resolved it"):
+        planner.settle({}, None, sink)
