@@ -37,7 +37,7 @@ from spark_checkpoint_runtime.options import CommandParser, OptionsError, load_s
 from spark_checkpoint_runtime.snapshot import SHUFFLE_PARTITIONS, materialize
 from spark_checkpoint_runtime.spark_versions import UnsupportedSparkFeature, parse_version, require
 from spark_checkpoint_runtime.state_files.selection import state_store_folder
-from spark_checkpoint_runtime.state_variables import TIMERS, declared
+from spark_checkpoint_runtime.state_variables import variable_names
 from spark_checkpoint_runtime.working_copy import WorkingCopy, private_folder
 
 COMMAND = "state"
@@ -141,7 +141,7 @@ def summary(spark: Any, location: str, snapshot: ValidCheckpoint) -> list[Partit
         counts: dict[int, int] = {}
         # Spark's state source reads a transformWithState store one variable at a time: its rows are the sum
         # over its variables (a list's elements and a map's entries each count); its timers are left out.
-        for variable in state_variables(store) or [None]:
+        for variable in variable_names(store.asDict().get("operatorProperties")) or [None]:
             reader = _reader(spark, location, snapshot, operator, name, variable)
             for row in reader.groupBy("partition_id").count().collect():
                 counts[int(row["partition_id"])] = counts.get(int(row["partition_id"]), 0) + int(row["count"])
@@ -157,14 +157,6 @@ def summary(spark: Any, location: str, snapshot: ValidCheckpoint) -> list[Partit
                 )
             )
     return found
-
-
-def state_variables(store: Any) -> list[str]:
-    """A transformWithState store's state variables (timers left out), from Spark's ``state-metadata`` row of
-    it; empty for every other operator."""
-    fields = store.asDict() if hasattr(store, "asDict") else dict(store)
-    _, variables = declared(fields.get("operatorProperties"))
-    return [str(v["stateName"]) for v in variables if v.get("stateName") and v.get("stateVariableType") != TIMERS]
 
 
 def _reader(

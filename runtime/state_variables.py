@@ -117,6 +117,13 @@ def registered_timers(operator_properties: str | None, operator: int) -> StateVa
     raise TransformRefused(f"operator {operator} has no timers (its time mode is {properties.get('timeMode')})")
 
 
+def variable_names(operator_properties: str | None) -> list[str]:
+    """A transformWithState operator's state variables (timers left out), from the ``operatorProperties`` of
+    Spark's ``state-metadata``; empty for every other operator."""
+    _, variables = declared(operator_properties)
+    return [str(v["stateName"]) for v in variables if v.get("stateName") and v.get("stateVariableType") != TIMERS]
+
+
 def transformed_variable(
     spark: Any, location: str, operator: int, state_var: str | None, with_timers: bool = False
 ) -> tuple[str | None, StateVariable | None]:
@@ -137,10 +144,7 @@ def transformed_variable(
     if with_timers:
         return name, registered_timers(properties, operator)
     if state_var is None:
-        _, variables = declared(properties)
-        names = sorted(
-            str(v["stateName"]) for v in variables if v.get("stateName") and v.get("stateVariableType") != TIMERS
-        )
+        names = sorted(variable_names(properties))
         raise TransformRefused(
             f"operator {operator} is {name}, whose state is transformed one state variable at a time: name one "
             f"with --state-var ({', '.join(names) or 'it has none'}), or its timers with --timers"
