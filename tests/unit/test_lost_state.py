@@ -88,18 +88,17 @@ def test_checkpoints_deleted_between_resolve_and_settle_are_refused_not_restored
     apply_externalized_retention(storage, "delete-on-cancellation", "finished")
     with pytest.raises(NoValidCheckpoint, match="has no checkpoint left"):
         planner.settle({}, None, sink)
-    # A discard cut short after the _metadata went leaves the files: still nothing to restore.
-    write_checkpoint(storage, 3, ["state/0/0/3.delta"])
-    planner = RunPlanner(storage, options, "r3")
-    assert planner.resolve().metadata.id == 3
-    (tmp_path / "root" / "j" / "chk-3" / "_metadata").unlink()
-    with pytest.raises(NoValidCheckpoint, match="has no checkpoint left"):
-        planner.settle({}, None, sink)
+
+    def settle_after_its_metadata_went(checkpoint_id: int, refusal: str) -> None:
+        """Resolve a new checkpoint, lose its _metadata (a discard cut short after it), then settle."""
+        write_checkpoint(storage, checkpoint_id, [f"state/0/0/{checkpoint_id}.delta"])
+        planner = RunPlanner(storage, options, f"r{checkpoint_id}")
+        assert planner.resolve().metadata.id == checkpoint_id
+        (tmp_path / "root" / "j" / f"chk-{checkpoint_id}" / "_metadata").unlink()
+        with pytest.raises(NoValidCheckpoint, match=refusal):
+            planner.settle({}, None, sink)
+
+    settle_after_its_metadata_went(3, "has no checkpoint left")  # the files stay: still nothing to restore
     # A job without the completed record (checkpoints copied in, or written before the record existed).
     shutil.rmtree(tmp_path / "root" / "j" / "_ids")
-    write_checkpoint(storage, 4, ["state/0/0/4.delta"])
-    planner = RunPlanner(storage, options, "r4")
-    assert planner.resolve().metadata.id == 4
-    (tmp_path / "root" / "j" / "chk-4" / "_metadata").unlink()
-    with pytest.raises(NoValidCheckpoint, match="chk-4 was discarded after this run resolved it"):
-        planner.settle({}, None, sink)
+    settle_after_its_metadata_went(4, "chk-4 was discarded after this run resolved it")
