@@ -30,7 +30,18 @@ def restore_working_copy(plan: RunPlan, working: WorkingCopy, job_name: str) -> 
     if point is None:
         return
     meta = point.metadata
-    copied = materialize(point.snapshot, working, skip_state_operators=plan.restored_operators)
+    try:
+        copied = materialize(point.snapshot, working, skip_state_operators=plan.restored_operators)
+    except FileNotFoundError as exc:
+        # Validated when resolved, gone since (deleted by hand, or by a retention that keeps fewer): a failed
+        # run, not a bad restore point, so that a retry validates again and, with "latest", takes the newest
+        # valid checkpoint. Nothing is written yet but this run's working folder, which the next run removes.
+        raise JobFailed(
+            f"{point.url}: a file its _metadata names went missing while this run restored from it "
+            f"({exc.filename or exc}); it was deleted after the restore point was resolved, and nothing was "
+            "written. Run again: the restore point is validated anew (with --restore-from latest the newest "
+            "valid checkpoint is taken); find what deletes files under the checkpoint root"
+        ) from exc
     log.info(
         "restoring job %r from %s %d (batch %d, %d files, %d bytes) at %s",
         job_name,

@@ -4,6 +4,7 @@ sink recovery moves nothing without a confirmed lease."""
 
 from __future__ import annotations
 
+import posixpath
 import shutil
 import time
 from pathlib import Path
@@ -16,7 +17,7 @@ from spark_checkpoint_runtime.lease import JobLease
 from spark_checkpoint_runtime.restore import resolve_restore_point
 from spark_checkpoint_runtime.retention import apply_job_retention, plan_job_retention
 from spark_checkpoint_runtime.run.fence import RunFence
-from spark_checkpoint_runtime.run.output import recover_output
+from spark_checkpoint_runtime.run.output import recover_output, restore_working_copy
 from spark_checkpoint_runtime.run.plan import RunPlan
 from spark_checkpoint_runtime.run.state import RunState
 from spark_checkpoint_runtime.sinks import ParquetSink
@@ -102,3 +103,39 @@ def test_checkpoints_deleted_between_resolve_and_settle_are_refused_not_restored
     # A job without the completed record (checkpoints copied in, or written before the record existed).
     shutil.rmtree(tmp_path / "root" / "j" / "_ids")
     settle_after_its_metadata_went(4, "chk-4 was discarded after this run resolved it")
+
+
+@pytest.mark.parametrize("merged", [False, True], ids=["file", "segment range"])
+def test_a_file_deleted_while_the_run_restores_fails_the_run_with_what_to_do(tmp_path: Path, merged: bool):
+    """A restore point validated when resolved whose file is deleted before it is copied: the run fails with a
+    reason a person can act on (a retryable failure: the retry validates again), never with a bare storage
+    error and never by continuing from part of the state."""
+    from spark_checkpoint_runtime.errors import JobFailed
+    from spark_checkpoint_runtime.layout import FileEntry
+    from spark_checkpoint_runtime.working_copy import WorkingCopy
+    from tests.support.helpers import checkpoint_metadata
+
+    storage = JobFolder(str(tmp_path / "root"), "j")
+    if merged:  # two files packed into one segment object, restored by ranged reads
+        segment = storage.checkpoints.shared_relative_file("r1", "segment-1")
+        storage.fs.makedirs(posixpath.dirname(storage.job_file(segment)), exist_ok=True)
+        storage.fs.pipe_file(storage.job_file(segment), b"a" * 10 + b"b" * 10)
+        files = [FileEntry(segment, f"state/0/0/{n}.delta", 10, True, offset=10 * (n - 1)) for n in (1, 2)]
+        storage.checkpoints.write_metadata(checkpoint_metadata(1, files, job="j"))
+    else:
+        write_checkpoint(storage, 1, ["state/0/0/1.delta"])
+    point = resolve_restore_point(storage, "latest")
+    assert point is not None and point.metadata.id == 1
+    gone = next(entry for entry in point.metadata.files if entry.shared)
+    storage.fs.rm(storage.job_file(gone.path))  # by hand, after the run resolved its restore point
+    plan = RunPlan(point=point, restored_operators=None, history=Lineage(), rewind=False, next_id=2)
+    working = WorkingCopy(str(tmp_path / "work"), "j", "r2")
+    working.create(owner=storage.url_of(storage.job_path))
+    with pytest.raises(JobFailed) as failed:
+        restore_working_copy(plan, working, "j")
+    message = str(failed.value)
+    assert message.startswith(f"{point.url}: a file its _metadata names went missing"), message
+    assert gone.path.split("/")[-1] in message, "it names the file"
+    assert "Run again: the restore point is validated anew" in message
+    with pytest.raises(NoValidCheckpoint):  # and the retry's resolve refuses the damaged point
+        resolve_restore_point(storage, "latest")
