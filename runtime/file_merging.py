@@ -28,7 +28,7 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 from spark_checkpoint_runtime.layout import FileEntry, JobFolder
-from spark_checkpoint_runtime.layout.store import is_object_store
+from spark_checkpoint_runtime.layout.store import is_object_store, make_folder
 
 MIB = 1024 * 1024
 PACK_LIMIT = 4 * MIB  # a file larger than this is an object of its own: its request is small beside its bytes
@@ -103,8 +103,7 @@ class SegmentWriter:
         self._number += 1
         self.before_write(relative)
         path = self.storage.job_file(relative)
-        if not is_object_store(self.storage.fs):  # object stores have no folders to make
-            self.storage.fs.makedirs(posixpath.dirname(path), exist_ok=True)
+        make_folder(self.storage.fs, posixpath.dirname(path))
         self.storage.fs.pipe_file(path, bytes(self._buffer))
         self.after_write(relative, len(self._buffer))
         self.bytes_written += len(self._buffer)

@@ -157,7 +157,7 @@ class JobLease:
         self._confirmed_at = self.clock()
         self.control.heartbeat(self.run_id, self.run_key)
         log.info("run %s holds job %r (lease epoch %d)", self.run_id, self.storage.job_name, epoch)
-        self.files.prune(epoch - KEEP_EPOCHS)
+        self.files.prune(epoch - KEEP_EPOCHS, listing)  # the epochs below ours are all in that listing
         self._renewer = threading.Thread(target=self._renew, name="job-lease", daemon=True)
         self._renewer.start()
         return epoch

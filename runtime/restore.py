@@ -14,7 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from spark_checkpoint_runtime.fingerprint import IncompatibleRestore, differences, pinned_conf_values
-from spark_checkpoint_runtime.layout import CheckpointMetadata, JobFolder, NoValidCheckpoint, ValidCheckpoint
+from spark_checkpoint_runtime.layout import (
+    CheckpointMetadata,
+    JobFolder,
+    JobListing,
+    NoValidCheckpoint,
+    ValidCheckpoint,
+)
 from spark_checkpoint_runtime.spark_versions import restore_version_difference, upgrade_note
 
 log = logging.getLogger(__name__)
@@ -90,17 +96,17 @@ def _refuse_lost_state(storage: JobFolder) -> None:
     )
 
 
-def starts_new_branch(storage: JobFolder, point: RestorePoint) -> bool:
+def starts_new_branch(storage: JobFolder, point: RestorePoint, listing: JobListing | None = None) -> bool:
     """Does restoring ``point`` leave a history behind (a rewind)?
 
     It does for every savepoint, and for a checkpoint when a newer one of the job has a ``_metadata``
     (valid or not: a damaged one could be readable again tomorrow). Such a run first writes a checkpoint of
     its own above every id in sight, so that "latest" follows the new history from then on, before any output
-    of the old one is set aside.
+    of the old one is set aside. ``listing``: the job folder's ``listing()`` a caller already took.
     """
     if point.metadata.kind == "savepoint":
         return True
-    newest = storage.checkpoints.newest_metadata_id()
+    newest = (listing if listing is not None else storage.listing()).newest_metadata_id
     return newest is not None and newest > point.metadata.id
 
 

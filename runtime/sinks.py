@@ -12,7 +12,9 @@ A sink has three methods (a user's ``module:Class`` sink needs the same three):
   in ``lineage`` (the restored history): the replay recomputes it. Output set aside earlier whose id is in
   ``lineage`` is published again (a rewind to a branch abandoned before).
 
-Optional: ``prune(older_than_s)`` deletes output set aside longer ago than that (``--set-aside-retention``);
+Optional: ``prune(older_than_s, before_delete=None)`` deletes output set aside longer ago than that
+(``--set-aside-retention``), calling ``before_delete()`` once before its first delete (the run confirms its
+lease there; a ``prune(older_than_s)`` without it is confirmed before the call);
 ``highest_published_id()``, the largest checkpoint id in published (or set-aside) output, so the
 next checkpoint id is above it (ids then never repeat in one sink, whichever job or savepoint wrote it), and
 ``published_ids()``, the ids of what is published now (what ``--existing-output keep`` adopts), and
@@ -30,13 +32,14 @@ import logging
 import posixpath
 import re
 import time
+from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from fsspec.implementations.local import LocalFileSystem
 
 from spark_checkpoint_runtime import faults
 from spark_checkpoint_runtime.layout import Lineage, StagedOutput, open_url, validate_key
-from spark_checkpoint_runtime.layout.store import modified_time, sync_file, sync_folder
+from spark_checkpoint_runtime.layout.store import make_folder, modified_time, sync_file, sync_folder
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +164,7 @@ class ParquetSink:
                 )
                 # File by file, over whatever an earlier abort cut short left there: never a delete of it.
                 aborted = self._aborted_batch_path(run_id, batch_id)
-                self.fs.makedirs(aborted, exist_ok=True)
+                make_folder(self.fs, aborted)
                 parts = self._parts_in(self._staged_batch_path(run_id, batch_id))
                 self._move_all([(source, posixpath.join(aborted, posixpath.basename(source))) for source in parts])
                 self._rm(self._staged_batch_path(run_id, batch_id))
@@ -177,7 +180,7 @@ class ParquetSink:
                     match.group(1),
                     lineage.describe(),
                 )
-                self.fs.makedirs(rolled_back, exist_ok=True)
+                make_folder(self.fs, rolled_back)
                 self._move(published, posixpath.join(rolled_back, posixpath.basename(published)))
                 faults.reach("rollback")
         # Output an earlier restore set aside comes back when the restored history is the one it belongs to
@@ -196,9 +199,13 @@ class ParquetSink:
                 self._move(aside, posixpath.join(self.path, posixpath.basename(aside)))
                 faults.reach("rollback")
 
-    def prune(self, older_than_s: float, now: float | None = None) -> int:
+    def prune(
+        self, older_than_s: float, now: float | None = None, before_delete: Callable[[], None] | None = None
+    ) -> int:
         """Delete output set aside longer than ``older_than_s`` ago (``_aborted/`` batches, ``_rolled_back/``
-        folders); returns how many folders went. Called at a run's start, after recovery, under the lease.
+        folders); returns how many folders went. Called at a run's start, after recovery, under the lease:
+        ``before_delete`` (the run confirming it still holds the job) runs once before the first delete, and
+        not at all when nothing is due.
 
         An aborted batch no restored snapshot named is garbage unless an old snapshot whose commit was cut short
         is restored later; output set aside by a restore comes back only on a rewind to the history it belonged
@@ -206,7 +213,8 @@ class ParquetSink:
         reports it), so the sink's bookkeeping stays bounded however many runs a job has.
         """
         now = time.time() if now is None else now
-        folders = [batch for run in self._ls(posixpath.join(self.path, ABORTED_DIR)) for batch in self._ls(run)]
+        aborted = {run: self._ls(run) for run in self._ls(posixpath.join(self.path, ABORTED_DIR))}
+        folders = [batch for batches in aborted.values() for batch in batches]
         folders += self._ls(posixpath.join(self.path, ROLLED_BACK_DIR))
         doomed = []
         for folder in folders:
@@ -219,11 +227,13 @@ class ParquetSink:
             newest = max((t for t in times if t is not None), default=None)
             if newest is None or now - newest > older_than_s:
                 doomed.append(folder)
+        emptied = [run for run, batches in aborted.items() if all(batch in doomed for batch in batches)]
+        if (doomed or emptied) and before_delete is not None:
+            before_delete()
         for folder in doomed:
             self._rm(folder)
-        for run in self._ls(posixpath.join(self.path, ABORTED_DIR)):
-            if not self._ls(run):
-                self._rm(run)
+        for run in emptied:
+            self._rm(run)
         if doomed:
             log.info("deleted %d folder(s) of output set aside more than %ds ago", len(doomed), older_than_s)
         return len(doomed)

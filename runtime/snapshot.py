@@ -23,7 +23,7 @@ from fsspec.implementations.local import LocalFileSystem
 from spark_checkpoint_runtime import faults
 from spark_checkpoint_runtime.file_merging import Compaction, FileMerging, SegmentWriter, read_ranges
 from spark_checkpoint_runtime.layout import FileEntry, JobFolder, SavepointFolder, ValidCheckpoint
-from spark_checkpoint_runtime.layout.store import is_object_store
+from spark_checkpoint_runtime.layout.store import is_object_store, make_folder
 from spark_checkpoint_runtime.state_files import CaptureRaced, SelectedFile, read_batch_offsets, select_files
 from spark_checkpoint_runtime.state_files.operators import OPERATOR_METADATA_V2, relocate_schema_paths
 from spark_checkpoint_runtime.state_files.rocksdb import SST_FOLDER, read_zip_contents
@@ -441,7 +441,7 @@ def upload_savepoint(
             raise CheckpointAborted(f"savepoint {snap.checkpoint_id} was aborted during upload")
         fence(f"uploading savepoint {snap.checkpoint_id}")
         destination = folder.file_path(entry.target)
-        folder.fs.makedirs(posixpath.dirname(destination), exist_ok=True)
+        make_folder(folder.fs, posixpath.dirname(destination))
         _copy(working.fs, snap.sources[entry.target], folder.fs, destination)
         faults.reach("savepoint")
     return Upload(entries, sum(entry.size for entry in entries), [])

@@ -24,6 +24,7 @@ One concept per module:
 - ``store``: opening a URL, exclusive create, metadata-first deletes;
 - ``job_folder``: one job's folder (``JobFolder``), the entry point: paths, listing, deletes, the next id,
   resolving a restore location;
+- ``job_listing``: one listing of a job folder (``JobFolder.listing()``), shared by the questions a run asks at once;
 - ``completed_checkpoints``: its checkpoints (``JobFolder.checkpoints``): reading, validation, "latest",
   writing, discards;
 - ``savepoints``: its savepoints (``JobFolder.savepoints``) and self-contained, relocatable savepoint folders;
@@ -57,6 +58,7 @@ from spark_checkpoint_runtime.layout.id_record import KEEP_RECORDS, IdRecord
 from spark_checkpoint_runtime.layout.job_folder import (
     JobFolder,
 )
+from spark_checkpoint_runtime.layout.job_listing import JobListing
 from spark_checkpoint_runtime.layout.lease_files import (
     LeaseFiles,
     LeaseListing,
@@ -125,6 +127,7 @@ __all__ = [
     "HEARTBEAT_SECONDS",
     "HEARTBEAT_STALE_SECONDS",
     "JobFolder",
+    "JobListing",
     "KINDS",
     "LeaseFiles",
     "Lineage",

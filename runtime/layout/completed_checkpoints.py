@@ -20,7 +20,6 @@ from spark_checkpoint_runtime.layout.names import (
     SEGMENTS_DIR,
     SHARED_DIR,
     checkpoint_dir_name,
-    parse_checkpoint_dir_name,
     relative_to,
     safe_relative_path,
 )
@@ -67,16 +66,14 @@ class CompletedCheckpoints:
     # --- listing ---------------------------------------------------------------------------------
     def ids(self) -> list[int]:
         """Ids of every ``chk-<N>`` folder, complete or not, ascending."""
-        try:
-            entries = self.job.fs.ls(self.job.job_path, detail=False)
-        except FileNotFoundError:
-            return []
-        ids = [parse_checkpoint_dir_name(posixpath.basename(e.rstrip("/"))) for e in entries]
-        return sorted(i for i in ids if i is not None)
+        return self.job.listing().checkpoint_ids
 
-    def newest_metadata_id(self) -> int | None:
-        """The newest ``chk-<N>`` that has a ``_metadata`` file, parseable or not (None: no such folder)."""
-        for checkpoint_id in reversed(self.ids()):
+    def newest_metadata_id(self, ids: list[int] | None = None) -> int | None:
+        """The newest ``chk-<N>`` that has a ``_metadata`` file, parseable or not (None: no such folder).
+
+        ``ids``: the ``ids()`` a caller already listed.
+        """
+        for checkpoint_id in reversed(self.ids() if ids is None else ids):
             if self.job.fs.exists(posixpath.join(self.path(checkpoint_id), METADATA_FILE)):
                 return checkpoint_id
         return None
@@ -230,15 +227,16 @@ class CompletedCheckpoints:
             except DamagedCheckpoint as exc:
                 yield checkpoint_id, exc
 
-    def latest_valid(self, *, newer_than: int | None = None) -> ValidCheckpoint | None:
+    def latest_valid(self, *, newer_than: int | None = None, ids: list[int] | None = None) -> ValidCheckpoint | None:
         """The newest checkpoint whose ``_metadata`` parses and whose files all exist.
 
         Damaged ones are skipped with a warning naming why. Returns None when there are no checkpoints
         (newer than ``newer_than``, if given). Raises ``NoValidCheckpoint`` when checkpoints exist but none
-        is valid, because starting from empty state then would silently lose data.
+        is valid, because starting from empty state then would silently lose data. ``ids``: the ``ids()`` a
+        caller already listed.
         """
         skipped: list[str] = []
-        for checkpoint_id, result in self.iter_valid(newer_than):
+        for checkpoint_id, result in self.iter_valid(newer_than, ids):
             if isinstance(result, DamagedCheckpoint):
                 if result.reason.startswith("no _metadata"):
                     continue  # in progress or abandoned mid-upload: never a completed checkpoint

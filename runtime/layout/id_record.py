@@ -20,7 +20,7 @@ from typing import Any
 from spark_checkpoint_runtime.layout.errors import CheckpointFormatError
 from spark_checkpoint_runtime.layout.metadata import now_ms
 from spark_checkpoint_runtime.layout.names import IDS_DIR
-from spark_checkpoint_runtime.layout.store import create_exclusively
+from spark_checkpoint_runtime.layout.store import create_exclusively, make_folder
 from spark_checkpoint_runtime.layout.untrusted import read_json_object
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ class IdRecord:
 
     def reserve(self, snapshot_id: int, *, kind: str, run_id: str, target: str | None = None) -> bool:
         """Reserve ``snapshot_id`` for a snapshot about to be taken; False if the id is taken already."""
-        self.fs.makedirs(self.base, exist_ok=True)
+        make_folder(self.fs, self.base)
         record = {"id": snapshot_id, "kind": kind, "run_id": run_id, "target": target, "reserved_ms": now_ms()}
         return create_exclusively(self.fs, self._path(snapshot_id), json.dumps(record, sort_keys=True).encode())
 
@@ -79,7 +79,7 @@ class IdRecord:
         path = posixpath.join(self.base, COMPLETED_FILE)
         if self.fs.exists(path):  # every run after the first: a look is cheaper than a refused create (an fsync)
             return
-        self.fs.makedirs(self.base, exist_ok=True)
+        make_folder(self.fs, self.base)
         record = {"first_checkpoint": checkpoint_id, "run_id": run_id, "completed_ms": now_ms()}
         create_exclusively(self.fs, path, json.dumps(record).encode())
 

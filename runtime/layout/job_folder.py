@@ -22,6 +22,7 @@ from spark_checkpoint_runtime.layout.completed_checkpoints import CompletedCheck
 from spark_checkpoint_runtime.layout.control import control_path
 from spark_checkpoint_runtime.layout.errors import CheckpointFormatError, DamagedCheckpoint
 from spark_checkpoint_runtime.layout.id_record import IdRecord
+from spark_checkpoint_runtime.layout.job_listing import JobListing
 from spark_checkpoint_runtime.layout.metadata import ValidCheckpoint
 from spark_checkpoint_runtime.layout.names import (
     JOB_NAME_PATTERN,
@@ -43,6 +44,7 @@ from spark_checkpoint_runtime.layout.store import (
     discard_folders,
     files_under,
     is_object_store,
+    make_folder,
     modified_time,
     open_url,
     pending_uploads,
@@ -99,18 +101,29 @@ class JobFolder:
         """Refuse (``StoreNotExclusive``) a store that cannot create a file exclusively; once per run."""
         probe_exclusive_create(self.fs, control_path(self), location=self.location)
 
-    def next_checkpoint_id(self) -> int:
+    def listing(self) -> JobListing:
+        """One listing of the job folder, for a caller that asks it several things at once (``JobListing``)."""
+        try:
+            entries = self.fs.ls(self.job_path, detail=False)
+        except FileNotFoundError:
+            entries = []
+        return JobListing(self.checkpoints, [posixpath.basename(e.rstrip("/")) for e in entries])
+
+    def next_checkpoint_id(self, listing: JobListing | None = None) -> int:
         """The id for the next snapshot: past the id record, every ``_metadata`` and every savepoint here.
 
         Checkpoints and savepoints share one counter, as in Flink. A ``chk-<N>`` folder without ``_metadata``
         (what a failed or killed attempt leaves) counts only where an attempt could have left it: at or below
         the id record, or (a job from before the record) near the newest id known. One far above (a bad copy,
-        a typo) is reported and ignored: it would make every later id huge.
+        a typo) is reported and ignored: it would make every later id huge. ``listing``: the job folder's
+        ``listing()`` a caller already took.
         """
+        listing = listing if listing is not None else self.listing()
         recorded = self.ids.highest()
-        folders = self.checkpoints.ids()
-        with_metadata = self.checkpoints.newest_metadata_id() or 0
-        known = max([recorded, with_metadata, *self.savepoints.ids()])
+        folders = listing.checkpoint_ids
+        with_metadata = listing.newest_metadata_id or 0
+        savepoint_ids = self.savepoints.ids() if listing.has_savepoints else []
+        known = max([recorded, with_metadata, *savepoint_ids])
         reach = recorded if recorded else known + LEGACY_ATTEMPT_REACH
         strays = [i for i in folders if i > max(reach, with_metadata)]
         for stray in strays:
@@ -181,7 +194,7 @@ class JobFolder:
         """
         folder = posixpath.join(self.job_path, REPORTS_DIR)
         path = posixpath.join(folder, f"{kind}-{validate_key(key, 'report key')}.json")
-        self.fs.makedirs(folder, exist_ok=True)
+        make_folder(self.fs, folder)
         self.fs.pipe_file(path, json.dumps(report, indent=1, sort_keys=True).encode("utf-8"))
         try:
             found = self.fs.ls(folder, detail=True)

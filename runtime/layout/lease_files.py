@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from spark_checkpoint_runtime.layout.control import LEASE_FOLDER, control_path
 from spark_checkpoint_runtime.layout.errors import CheckpointFormatError
 from spark_checkpoint_runtime.layout.names import validate_key
-from spark_checkpoint_runtime.layout.store import create_exclusively, delete_each, modified_time
+from spark_checkpoint_runtime.layout.store import create_exclusively, delete_each, make_folder, modified_time
 from spark_checkpoint_runtime.layout.untrusted import int_field, read_json_object
 
 if TYPE_CHECKING:
@@ -107,13 +107,16 @@ class LeaseFiles:
 
     def create(self, epoch: int, grant: dict[str, Any]) -> bool:
         """Claim ``epoch``; False if another run claimed it first."""
-        self.fs.makedirs(self.base, exist_ok=True)
+        make_folder(self.fs, self.base)
         return create_exclusively(self.fs, self._path(epoch, "json"), json.dumps(grant, sort_keys=True).encode())
 
     def release(self, epoch: int) -> None:
         create_exclusively(self.fs, self._path(epoch, "released"), b"{}")
 
-    def prune(self, below: int) -> None:
-        """Delete grants older than ``below`` (history only: the newest epoch is what counts)."""
-        old = [e for e in self.listing().epochs if e < below]
+    def prune(self, below: int, listing: LeaseListing | None = None) -> None:
+        """Delete grants older than ``below`` (history only: the newest epoch is what counts).
+
+        ``listing``: one the caller took already (any grant written since is newer than those it shows).
+        """
+        old = [e for e in (listing if listing is not None else self.listing()).epochs if e < below]
         delete_each(self.fs, [self._path(e, suffix) for e in old for suffix in ("json", "released")], recursive=False)

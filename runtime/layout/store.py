@@ -40,7 +40,7 @@ def write_metadata_atomically(fs: fsspec.AbstractFileSystem, folder: str, meta: 
     exists), a second writer of the same id loses: ``SnapshotExists`` names the one that won.
     """
     final = posixpath.join(folder, METADATA_FILE)
-    fs.makedirs(folder, exist_ok=True)
+    make_folder(fs, folder)
     sync_folder(fs, posixpath.dirname(folder))  # the snapshot's folder itself survives a power loss
     if not create_exclusively(fs, final, meta.to_bytes()):
         try:
@@ -223,6 +223,13 @@ def _protocols(fs: fsspec.AbstractFileSystem) -> set[str]:
 
 def is_object_store(fs: fsspec.AbstractFileSystem) -> bool:
     return bool(_protocols(fs) & OBJECT_STORE_PROTOCOLS)
+
+
+def make_folder(fs: fsspec.AbstractFileSystem, folder: str) -> None:
+    """Make ``folder`` and its parents where folders exist. An object store has none: there fsspec's
+    ``makedirs`` only probes the bucket, a request each time (two a checkpoint, one a lease)."""
+    if not is_object_store(fs):
+        fs.makedirs(folder, exist_ok=True)
 
 
 def delete_each(fs: fsspec.AbstractFileSystem, paths: list[str], *, recursive: bool) -> None:

@@ -8,6 +8,7 @@ publishes exactly what the restored snapshot names and aborts the rest (``recove
 
 from __future__ import annotations
 
+import inspect
 import logging
 
 from spark_checkpoint_runtime.coordinator import CheckpointCoordinator
@@ -104,8 +105,13 @@ def prune_set_aside(sink: Sink, fence: RunFence, older_than_s: float) -> None:
     if prune is None:
         return
     try:
-        fence.confirm("pruning output set aside")
-        prune(older_than_s)
+        confirm = lambda: fence.confirm("pruning output set aside")  # noqa: E731
+        if "before_delete" in inspect.signature(prune).parameters:
+            # Confirmed only before a delete: most runs find nothing due, and on an object store it is a LIST.
+            prune(older_than_s, before_delete=confirm)
+        else:  # a sink written to the older protocol
+            confirm()
+            prune(older_than_s)
     except LeaseLost:
         raise
     except Exception:  # housekeeping: the next run tries again

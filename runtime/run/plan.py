@@ -16,6 +16,7 @@ from spark_checkpoint_runtime.layout import (
     CheckpointFormatError,
     CheckpointMetadata,
     JobFolder,
+    JobListing,
     Lineage,
     NoValidCheckpoint,
 )
@@ -114,9 +115,11 @@ class RunPlanner:
 
     def settle(self, fingerprint: dict[str, Any], spark: Any, sink: Sink) -> RunPlan:
         """The plan, now that the run holds the job: the newest restore point, history, rewind and first id."""
+        # One listing of the job folder answers every question below: this run holds the job now.
+        listing = self.storage.listing()
         if self.options.restore_from == "latest":
             # The previous holder may have completed a checkpoint since we looked: restore the newest.
-            newest = self._latest_again()
+            newest = self._latest_again(listing)
             if newest is not self.point:  # a newer checkpoint, or the resolved one discarded or changed since
                 if newest is None:
                     raise NoValidCheckpoint(
@@ -135,24 +138,24 @@ class RunPlanner:
             point=point,
             restored_operators=self.restored_operators,
             history=history,
-            rewind=point is not None and starts_new_branch(self.storage, point),
-            next_id=max(self.storage.next_checkpoint_id(), history.highest + 1, published + 1),
+            rewind=point is not None and starts_new_branch(self.storage, point, listing),
+            next_id=max(self.storage.next_checkpoint_id(listing), history.highest + 1, published + 1),
         )
 
-    def _latest_again(self) -> RestorePoint | None:
+    def _latest_again(self, listing: JobListing) -> RestorePoint | None:
         """``--restore-from latest`` once more, now that the run holds the job, validating the point once.
 
         A newer valid checkpoint wins. Otherwise the resolved point stands while its ``_metadata`` is still
         the one resolved: whatever discards a checkpoint (a run's retention under the lease, the retention
         operator without it) deletes ``_metadata`` before the files. Gone or changed (a run that held the job
         meanwhile discarded it), the whole resolve runs again, which also refuses a job whose state is gone.
-        Returns ``self.point`` itself when it stands.
+        Returns ``self.point`` itself when it stands. ``listing``: the job folder's, taken under the lease.
         """
         if self.point is None:
             return resolve_restore_point(self.storage, self.options.restore_from)
         resolved = self.point.metadata
         try:
-            newer = self.storage.checkpoints.latest_valid(newer_than=resolved.id)
+            newer = self.storage.checkpoints.latest_valid(newer_than=resolved.id, ids=listing.checkpoint_ids)
         except NoValidCheckpoint:  # newer ones, all damaged (each logged): the resolved point may stand
             newer = None
         if newer is not None:

@@ -139,3 +139,35 @@ def test_a_file_deleted_while_the_run_restores_fails_the_run_with_what_to_do(tmp
     assert "Run again: the restore point is validated anew" in message
     with pytest.raises(NoValidCheckpoint):  # and the retry's resolve refuses the damaged point
         resolve_restore_point(storage, "latest")
+
+
+def test_pruning_set_aside_output_confirms_the_lease_before_any_delete(tmp_path: Path):
+    """The Parquet sink confirms only when something is due; a sink written to the older ``prune(older_than_s)``
+    protocol is confirmed before the call, and a run that lost the job prunes nothing with either."""
+    from spark_checkpoint_runtime.run.output import prune_set_aside
+
+    storage = JobFolder(str(tmp_path / "root"), "j")
+    lease = JobLease(storage, "r1", None, 30.0)
+    lease.acquire()
+    calls: list[float] = []
+
+    class OlderSink:
+        def prune(self, older_than_s: float) -> int:
+            calls.append(older_than_s)
+            return 0
+
+    try:
+        prune_set_aside(OlderSink(), RunFence(lease), 60.0)
+        assert calls == [60.0]
+        LeaseFiles(storage).create(lease.epoch + 1, {"run_id": "r2", "acquired_ms": 1, "epoch": lease.epoch + 1})
+        with pytest.raises(LeaseLost):
+            prune_set_aside(OlderSink(), RunFence(lease), 60.0)
+        assert calls == [60.0], "the older sink was not called once the lease was lost"
+        aside = tmp_path / "out" / "_aborted" / "r0" / "batch-1"
+        aside.mkdir(parents=True)
+        (aside / "part-0.parquet").write_bytes(b"rows")
+        with pytest.raises(LeaseLost):  # due at once (retention 0 s): the confirm before the delete fails
+            prune_set_aside(ParquetSink(str(tmp_path / "out")), RunFence(lease), -1.0)
+        assert (aside / "part-0.parquet").read_bytes() == b"rows"
+    finally:
+        lease.release()

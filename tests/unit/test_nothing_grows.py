@@ -45,7 +45,11 @@ def test_output_set_aside_longer_ago_than_the_retention_is_deleted(tmp_path: Pat
     (out / "c5-b2-part-0.parquet").write_bytes(b"published")
     for old in ("_aborted/r1", "_rolled_back/restore-4"):
         _age(out / old, 8 * 86400)
-    assert ParquetSink(str(out)).prune(7 * 86400) == 2
+    confirmed = []  # the run confirms its lease once before the first delete, never when nothing is due
+    assert ParquetSink(str(out)).prune(1000 * 86400, before_delete=lambda: confirmed.append(True)) == 0
+    assert confirmed == []
+    assert ParquetSink(str(out)).prune(7 * 86400, before_delete=lambda: confirmed.append(True)) == 2
+    assert confirmed == [True]
     assert not (out / "_aborted" / "r1").exists() and not (out / "_rolled_back" / "restore-4").exists()
     assert (out / "_aborted" / "r2" / "batch-9").exists() and (out / "_rolled_back" / "restore-9").exists()
     assert (out / "c5-b2-part-0.parquet").read_bytes() == b"published", "published output is never pruned"

@@ -333,3 +333,43 @@ def test_control_housekeeping_on_s3_is_one_listing_and_prunes_what_is_settled(co
     assert control.prune(7 * 86400, now_ms_=later) == 5  # the answered pair, the report, for-ended-run, the beat
     left = sorted(p.split("/_control/", 1)[1] for p in control.fs.find(control.base))
     assert left == ["requests/waiting.json"]  # run-b's heartbeat was old too, but a request for it stays
+
+
+def test_request_goals_a_restart_settles_with_one_listing_of_the_job_folder(counted, tmp_path):
+    """Settling a restart's plan under the lease (a newer checkpoint? a rewind? the next id?) lists the job
+    folder once: it was four listings, a HEAD per ``_metadata`` looked up twice, and two more listings for a
+    missing ``savepoints/``. No bucket is probed on the way (fsspec's makedirs on S3 is a request)."""
+    from spark_checkpoint_runtime.lease import JobLease
+    from spark_checkpoint_runtime.options import options_from_mapping
+    from spark_checkpoint_runtime.run.plan import RunPlanner
+    from spark_checkpoint_runtime.sinks import ParquetSink
+    from tests.support.helpers import write_checkpoint
+
+    root = f"s3://{counted.bucket}/settle"
+    storage = JobFolder(root, "orders", counted.options)
+    for checkpoint_id in (1, 2, 3):
+        write_checkpoint(storage, checkpoint_id, [f"state/0/{p}/{checkpoint_id}.delta" for p in range(4)])
+    storage.ids.mark_completed(1, "r1")
+    previous = JobLease(storage, "r1", None, 30.0)
+    previous.acquire()
+    previous.release()
+    options = options_from_mapping(
+        {"job_name": "orders", "checkpoint_root": root, "pipeline": "m:f", "sink": f"parquet:{tmp_path / 'out'}"}
+    )
+    planner = RunPlanner(storage, options, "r2")
+    assert planner.resolve().metadata.id == 3
+    lease = JobLease(storage, "r2", None, 30.0)
+    counted.reset()
+    lease.acquire()
+    try:
+        acquired = counted.snapshot()
+        counted.reset()
+        plan = planner.settle({}, None, ParquetSink(str(tmp_path / "out")))
+        settled = counted.snapshot()
+    finally:
+        lease.release()
+    assert (plan.point.metadata.id, plan.rewind, plan.next_id) == (3, False, 4)
+    # The lease folder once (old grants pruned from that listing), the grant and the heartbeat: no bucket HEAD.
+    assert acquired == {**acquired, "LIST": 1, "PUT": 2, "HEAD": 0}, acquired
+    # The job folder and _ids/ once each, chk-3/_metadata read back (unchanged?) and looked up (a rewind?).
+    assert settled == {**settled, "LIST": 2, "GET": 1, "HEAD": 1, "total": 4}, settled
