@@ -16,7 +16,7 @@ Points (``POINTS``):
 - ``upload``: during a checkpoint's uploads, after one file (or segment) is stored; to an object store, files
   of their own go up a chunk at a time, and the point is reached once per file after its chunk;
 - ``before-metadata``: after all of a checkpoint's files are stored, before its ``_metadata``;
-- ``retention-delete``: during retention (subsume), after one checkpoint folder or shared file is deleted;
+- ``retention-delete``: during retention (subsume), after one checkpoint folder, or the shared files, is deleted;
 - ``sink-commit``: during a sink commit, after one file is published;
 - ``sink-move``: on a store without rename (object stores), between a sink file's copy and the delete of its
   source (a commit, an abort);

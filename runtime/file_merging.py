@@ -20,7 +20,7 @@ checkpoints there hard-link Spark's files instead of copying them.
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,13 +115,19 @@ class SegmentWriter:
 class Compaction:
     """Which referenced ranges a checkpoint copies into its own segment rather than reference again.
 
-    Segment sizes are known for the segments this run wrote and asked once (a HEAD) for older ones.
+    Segment sizes are known for the segments this run wrote and for those the listing that validated its
+    restore point showed (``known_sizes``); any other is asked once (a HEAD).
     """
 
-    def __init__(self, storage: JobFolder, min_dead_bytes: int = MIN_COMPACTED_DEAD_BYTES):
+    def __init__(
+        self,
+        storage: JobFolder,
+        min_dead_bytes: int = MIN_COMPACTED_DEAD_BYTES,
+        known_sizes: Mapping[str, int] | None = None,
+    ):
         self.storage = storage
         self.min_dead_bytes = min_dead_bytes
-        self.sizes: dict[str, int | None] = {}
+        self.sizes: dict[str, int | None] = dict(known_sizes or {})
 
     def wrote(self, relative: str, size: int) -> None:
         self.sizes[relative] = size

@@ -27,6 +27,7 @@ from spark_checkpoint_runtime.layout import (
     parse_checkpoint_dir_name,
     referenced_files,
 )
+from spark_checkpoint_runtime.layout.store import is_object_store
 
 log = logging.getLogger(__name__)
 
@@ -155,8 +156,16 @@ def subsume(
     cache = cache if cache is not None else MetadataCache()
     details = storage.files_with_details(storage.job_path)
     listing = {path: size for path, (size, _) in details.items()}
+    folder_files: dict[int, list[str]] = {}
+    for path in details:
+        checkpoint_id = parse_checkpoint_dir_name(path.split("/", 1)[0])
+        if checkpoint_id is not None:
+            folder_files.setdefault(checkpoint_id, []).append(path)
+    # On an object store a folder is its files, so that listing shows every chk-<N>. On a disk a folder can be
+    # empty (an attempt cut short), which only a listing of the job folder itself shows.
+    ids = sorted(folder_files) if is_object_store(storage.fs) else storage.checkpoints.ids()
     checkpoints: dict[int, CheckpointMetadata | None] = {}
-    for checkpoint_id in storage.checkpoints.ids():
+    for checkpoint_id in ids:
         listed = details.get(f"{checkpoint_dir_name(checkpoint_id)}/{METADATA_FILE}")
         # The checkpoint just completed, and anything newer, is always read: a run that lost the job may have
         # written that id before this one did (it withdraws it), and the two files can list alike.
@@ -169,17 +178,22 @@ def subsume(
         log.warning("chk-%d is damaged (%s); retention does not count it", checkpoint_id, reason)
     if not plan.keep:
         log.error("%s has no valid checkpoint; retention deletes nothing", storage.location)
-    apply_plan(storage, plan)
+    apply_plan(storage, plan, folder_files)
     return plan
 
 
-def apply_plan(storage: JobFolder, plan: RetentionPlan) -> None:
-    """Carry out a plan: checkpoints first (``_metadata`` before files), then unreferenced shared files."""
+def apply_plan(storage: JobFolder, plan: RetentionPlan, folder_files: dict[int, list[str]] | None = None) -> None:
+    """Carry out a plan: checkpoints first (``_metadata`` before files), then unreferenced shared files.
+
+    ``folder_files``: the job-relative files of each ``chk-<N>`` folder, from the listing the plan was made
+    from; on an object store a checkpoint then goes in two batched deletes, with no listing of its folder.
+    """
     for checkpoint_id in plan.delete_checkpoints:
-        storage.checkpoints.discard([checkpoint_id])
+        listed = folder_files.get(checkpoint_id, []) if folder_files is not None else None
+        storage.checkpoints.discard([checkpoint_id], listed)
         faults.reach("retention-delete")
-    for relative in plan.delete_shared:
-        storage.delete_job_files([relative])
+    if plan.delete_shared:  # together: on an object store 1,000 keys a request
+        storage.delete_job_files(plan.delete_shared)
         faults.reach("retention-delete")
     if plan.delete_checkpoints or plan.delete_shared:
         log.info(

@@ -14,7 +14,7 @@ import posixpath
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,11 +40,13 @@ class StoredFiles:
     """Shared files already in storage that the next checkpoint may reference instead of uploading.
 
     Only files of the latest completed checkpoint are offered: retention always keeps that one, so
-    nothing offered here can be deleted before the next checkpoint completes.
+    nothing offered here can be deleted before the next checkpoint completes. ``sizes``: the stored size of
+    objects among them, as a listing showed it (a segment's size decides whether it is compacted).
     """
 
-    def __init__(self, entries: list[FileEntry] | None = None):
+    def __init__(self, entries: list[FileEntry] | None = None, sizes: Mapping[str, int] | None = None):
         self._by_target: dict[str, FileEntry] = {}
+        self.sizes: dict[str, int] = dict(sizes or {})
         self.replace(entries or [])
 
     def replace(self, entries: list[FileEntry]) -> None:

@@ -58,7 +58,7 @@ class CheckpointTarget:
         self.run_id = run_id
         self.stored = stored
         self.merging = merging
-        self.compaction = Compaction(storage)
+        self.compaction = Compaction(storage, known_sizes=stored.sizes)
         self.uploaded: set[str] = set()  # shared files this run uploaded: only these may already be stored
 
     def upload(

@@ -218,14 +218,23 @@ class CompletedCheckpoints:
         listed beyond the job folder when no checkpoint is newer than ``newer_than``. ``ids``: the ``ids()``
         a caller already listed.
         """
+        for checkpoint_id, result, _ in self._validated(newer_than, ids):
+            yield checkpoint_id, result
+
+    def _validated(
+        self, newer_than: int | None, ids: list[int] | None
+    ) -> Iterator[tuple[int, CheckpointMetadata | DamagedCheckpoint, dict[str, int]]]:
+        """``iter_valid`` with the shared files' listing each checkpoint was checked against."""
         for checkpoint_id in reversed(self.ids() if ids is None else ids):
             if newer_than is not None and checkpoint_id <= newer_than:
                 return
+            shared: dict[str, int] = {}
             try:
                 meta = self.read(checkpoint_id)
-                yield checkpoint_id, self.validate(checkpoint_id, self.referenced_shared_files(meta), meta)
+                shared = self.referenced_shared_files(meta)
+                yield checkpoint_id, self.validate(checkpoint_id, shared, meta), shared
             except DamagedCheckpoint as exc:
-                yield checkpoint_id, exc
+                yield checkpoint_id, exc, shared
 
     def latest_valid(self, *, newer_than: int | None = None, ids: list[int] | None = None) -> ValidCheckpoint | None:
         """The newest checkpoint whose ``_metadata`` parses and whose files all exist.
@@ -236,14 +245,15 @@ class CompletedCheckpoints:
         caller already listed.
         """
         skipped: list[str] = []
-        for checkpoint_id, result in self.iter_valid(newer_than, ids):
+        for checkpoint_id, result, shared in self._validated(newer_than, ids):
             if isinstance(result, DamagedCheckpoint):
                 if result.reason.startswith("no _metadata"):
                     continue  # in progress or abandoned mid-upload: never a completed checkpoint
                 log.warning("skipping damaged checkpoint %s: %s", checkpoint_dir_name(checkpoint_id), result.reason)
                 skipped.append(f"{checkpoint_dir_name(checkpoint_id)}: {result.reason}")
                 continue
-            return ValidCheckpoint(result, self.path(checkpoint_id), self.job.fs, self.job.job_path)
+            sizes = {f.path: shared[f.path] for f in result.files if f.shared and f.path in shared}
+            return ValidCheckpoint(result, self.path(checkpoint_id), self.job.fs, self.job.job_path, sizes)
         if skipped:
             raise NoValidCheckpoint(
                 f"{self.job.location} has no valid checkpoint ({'; '.join(skipped)}); "

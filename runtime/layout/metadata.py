@@ -7,7 +7,7 @@ import json
 import posixpath
 import time
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -283,6 +283,9 @@ class ValidCheckpoint:
     path: str  # the checkpoint or savepoint folder, in ``fs``
     fs: fsspec.AbstractFileSystem
     base: str
+    # The sizes its shared files had in the listing that validated it (base-relative path to size; may be
+    # empty). They never change, so a run that reuses them need not ask the store again.
+    listed_sizes: Mapping[str, int] = field(default_factory=dict, compare=False, repr=False)
 
     def file_path(self, entry: FileEntry) -> str:
         """Where one of the snapshot's files is stored."""

@@ -46,7 +46,9 @@ class RunPlan:
         A rewind stores the restored state afresh: an old checkpoint's shared files are not the latest
         checkpoint's, so retention running beside the job may delete them while they are referenced.
         """
-        return StoredFiles(self.point.metadata.files if self.point is not None and not self.rewind else [])
+        if self.point is None or self.rewind:
+            return StoredFiles()
+        return StoredFiles(self.point.metadata.files, self.point.snapshot.listed_sizes)
 
 
 class RunPlanner:

@@ -107,6 +107,10 @@ def test_request_goals_retention_after_a_checkpoint_reads_only_the_new_metadata(
         spent[checkpoint_id] = counted.snapshot()
     assert spent[5]["GET"] == spent[40]["GET"] == 1, (spent[5], spent[40])  # only the new _metadata
     assert spent[32] == spent[40], (spent[32], spent[40])  # each deletes one checkpoint: the same requests
+    # One listing of the job folder (it shows every chk-<N> too), the new _metadata, and batched deletes from
+    # that listing: the old checkpoint's _metadata, then its folder's files (neither listed nor probed), then
+    # the shared file only it referenced.
+    assert spent[40] == {**spent[40], "LIST": 1, "GET": 1, "HEAD": 0, "DELETE_BATCH": 3, "total": 5}, spent[40]
     assert len(storage.checkpoints.ids()) == 30
     # chk-35's _metadata replaced behind the job's back by garbage of the same size: the listing shows another
     # time, so it is read again, and it is not counted as valid.
@@ -373,3 +377,36 @@ def test_request_goals_a_restart_settles_with_one_listing_of_the_job_folder(coun
     assert acquired == {**acquired, "LIST": 1, "PUT": 2, "HEAD": 0}, acquired
     # The job folder and _ids/ once each, chk-3/_metadata read back (unchanged?) and looked up (a rewind?).
     assert settled == {**settled, "LIST": 2, "GET": 1, "HEAD": 1, "total": 4}, settled
+
+
+def test_request_goals_a_restored_runs_first_checkpoint_does_not_ask_the_size_of_the_segments_it_reuses(
+    counted, tmp_path
+):
+    """Compaction weighs each reused segment's live ranges against its size. A restored run knows those sizes
+    from the listing that validated its restore point (segments never change), so its first checkpoint sends
+    no HEAD per segment; it did, one per segment, on every restart."""
+    import threading
+
+    from spark_checkpoint_runtime.file_merging import FileMerging
+    from spark_checkpoint_runtime.restore import resolve_restore_point
+    from spark_checkpoint_runtime.run.plan import RunPlan
+    from spark_checkpoint_runtime.snapshot import StoredFiles, capture
+    from spark_checkpoint_runtime.snapshot_targets import CheckpointTarget
+    from tests.support.helpers import checkpoint_metadata
+
+    working = _working_after_one_batch(tmp_path, partitions=8)
+    storage = JobFolder(f"s3://{counted.bucket}/restored-sizes", "j", counted.options)
+    merging = FileMerging.for_storage("auto", 64, storage.fs)
+    uploaded = CheckpointTarget(storage, "run-1", StoredFiles(), merging).upload(
+        capture(working, 1, 0, StoredFiles()), working, threading.Event(), lambda action: None
+    )
+    storage.checkpoints.write_metadata(checkpoint_metadata(1, uploaded.entries, job="j"))
+    segments = {e.path for e in uploaded.entries if e.offset is not None}
+    assert segments, "the files went into a segment"
+
+    point = resolve_restore_point(storage, "latest")
+    assert dict(point.snapshot.listed_sizes) == {p: storage.file_size(p) for p in segments}
+    plan = RunPlan(point=point, restored_operators=None, history=point.metadata.history, rewind=False, next_id=2)
+    counted.reset()
+    dead = CheckpointTarget(storage, "run-2", plan.stored, merging).compaction.mostly_dead(point.metadata.files)
+    assert dead == set() and counted.snapshot()["total"] == 0, counted.snapshot()
