@@ -8,7 +8,7 @@ adds a delta file per partition (Spark writes one per partition per batch) packe
 segment, every tenth batch also a snapshot per partition (Spark's ``minDeltasForSnapshot``), and references
 the older files a restore still needs (the last snapshot and the deltas after it). The history is the
 worst a run writes: ``MAX_WRITTEN_RANGES`` lineage ranges. After each checkpoint: ``_metadata`` written,
-retention (``subsume`` and ``apply_plan``: it reads the new ``_metadata``), and the offered files replaced,
+retention (``subsume``, which plans and applies: it reads the new ``_metadata``), and the offered files replaced,
 as the coordinator does. Segments are sparse files of the right length, so retention's validity check sees
 what it would on a store.
 
@@ -92,7 +92,7 @@ class Job:
 def run(partitions: int, checkpoints: int, folder: Path) -> dict:
     from spark_checkpoint_runtime.layout import CheckpointMetadata, JobFolder, now_ms
     from spark_checkpoint_runtime.layout.lineage import MAX_WRITTEN_RANGES
-    from spark_checkpoint_runtime.retention import MetadataCache, apply_plan, subsume
+    from spark_checkpoint_runtime.retention import MetadataCache, subsume
     from spark_checkpoint_runtime.snapshot import StoredFiles
 
     storage = JobFolder(str(folder), "wide")
@@ -116,7 +116,7 @@ def run(partitions: int, checkpoints: int, folder: Path) -> dict:
         path = storage.checkpoints.write_metadata(meta)
         write_ms.append((time.perf_counter() - started) * 1000)
         started = time.perf_counter()
-        apply_plan(storage, subsume(storage, NUM_RETAINED, checkpoint_id, cache))
+        subsume(storage, NUM_RETAINED, checkpoint_id, cache)  # plans and applies
         offered.replace(files)
         retention_ms.append((time.perf_counter() - started) * 1000)
         if last:

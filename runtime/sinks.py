@@ -39,7 +39,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from spark_checkpoint_runtime import faults
 from spark_checkpoint_runtime.layout import Lineage, StagedOutput, open_url, validate_key
-from spark_checkpoint_runtime.layout.store import make_folder, modified_time, sync_file, sync_folder
+from spark_checkpoint_runtime.layout.store import is_object_store, make_folder, modified_time, sync_file, sync_folder
 
 log = logging.getLogger(__name__)
 
@@ -233,7 +233,7 @@ class ParquetSink:
         for folder in doomed:
             self._rm(folder)
         for run in emptied:
-            self._rm(run)
+            self._rmdir(run)
         if doomed:
             log.info("deleted %d folder(s) of output set aside more than %ds ago", len(doomed), older_than_s)
         return len(doomed)
@@ -297,6 +297,15 @@ class ParquetSink:
             self.fs.rm(folder, recursive=True)
         except FileNotFoundError:
             pass
+
+    def _rmdir(self, folder: str) -> None:
+        """Remove ``folder`` if it is empty now; on an object store it went with its last object."""
+        if is_object_store(self.fs):
+            return
+        try:
+            self.fs.rmdir(folder)
+        except OSError:
+            pass  # something was set aside into it since it was listed: it stays
 
 
 class ConsoleSink:

@@ -41,7 +41,8 @@ class StoredFiles:
 
     Only files of the latest completed checkpoint are offered: retention always keeps that one, so
     nothing offered here can be deleted before the next checkpoint completes. ``sizes``: the stored size of
-    objects among them, as a listing showed it (a segment's size decides whether it is compacted).
+    the objects the first entries are in, as a listing showed it (a segment's size decides whether it is
+    compacted); read once, when the run's first checkpoint target is made.
     """
 
     def __init__(self, entries: list[FileEntry] | None = None, sizes: Mapping[str, int] | None = None):

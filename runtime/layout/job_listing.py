@@ -15,9 +15,9 @@ class JobListing:
     """What one listing of a job folder shows (``JobFolder.listing()``): its ``chk-<N>`` ids, ascending, and
     whether it has a ``savepoints/`` folder; ``newest_metadata_id`` looks ``_metadata`` up once, newest first.
 
-    A run settling its plan asks the folder several things together (a newer checkpoint? a newer
-    ``_metadata``? the next id?). On an object store every listing is a request, and a folder that does not
-    exist costs two, so they share one listing, taken while the run holds the job.
+    A caller that asks the folder several things together shares one listing between them: a run settling
+    its plan (a newer checkpoint? a newer ``_metadata``? the next id?) takes it once it holds the job. On an
+    object store every listing is a request, and listing a folder that does not exist costs two.
     """
 
     def __init__(self, checkpoints: CompletedCheckpoints, names: list[str]):

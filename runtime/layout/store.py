@@ -207,14 +207,30 @@ def discard_folders(fs: fsspec.AbstractFileSystem, folders: list[str], listed: l
     if listed is not None and is_object_store(fs):
         skip = set(metadata)
         delete_each(fs, [path for path in listed if path not in skip], recursive=False)
+        if not _protocols(fs) & FOLDERLESS_PROTOCOLS:
+            _remove_emptied_folders(fs, folders, listed)
         return
     delete_each(fs, folders, recursive=True)
+
+
+def _remove_emptied_folders(fs: fsspec.AbstractFileSystem, folders: list[str], listed: list[str]) -> None:
+    """Remove ``folders`` and the folders inside them that held ``listed`` files, innermost first, where
+    folders are real on an object store (Azure with a hierarchical namespace): they would stay behind empty."""
+    inner = {posixpath.dirname(path) for path in listed}
+    for folder in sorted(inner | set(folders), key=lambda f: f.count("/"), reverse=True):
+        if any(folder == top or folder.startswith(f"{top}/") for top in folders):
+            try:
+                fs.rmdir(folder)
+            except OSError:
+                pass  # gone already, or not empty (a file written since): the next retention sees it
 
 
 # Object stores: a PUT replaces a whole object atomically (no temporary file and rename needed), and their
 # fsspec filesystems delete a list of keys in batched requests (S3's DeleteObjects takes 1,000 keys; GCS and
 # Azure batch too), ignoring keys already gone.
 OBJECT_STORE_PROTOCOLS = {"s3", "s3a", "gs", "gcs", "abfs", "az", "abfss"}
+# Of those, the stores where a folder is only a prefix of keys: it goes with its last object.
+FOLDERLESS_PROTOCOLS = {"s3", "s3a", "gs", "gcs"}
 
 
 def _protocols(fs: fsspec.AbstractFileSystem) -> set[str]:

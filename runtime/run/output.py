@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+from collections.abc import Callable
 
 from spark_checkpoint_runtime.coordinator import CheckpointCoordinator
 from spark_checkpoint_runtime.errors import JobFailed, LeaseLost
@@ -104,9 +105,12 @@ def prune_set_aside(sink: Sink, fence: RunFence, older_than_s: float) -> None:
     prune = getattr(sink, "prune", None)
     if prune is None:
         return
+
+    def confirm() -> None:
+        fence.confirm("pruning output set aside")
+
     try:
-        confirm = lambda: fence.confirm("pruning output set aside")  # noqa: E731
-        if "before_delete" in inspect.signature(prune).parameters:
+        if _accepts(prune, "before_delete"):
             # Confirmed only before a delete: most runs find nothing due, and on an object store it is a LIST.
             prune(older_than_s, before_delete=confirm)
         else:  # a sink written to the older protocol
@@ -116,6 +120,14 @@ def prune_set_aside(sink: Sink, fence: RunFence, older_than_s: float) -> None:
         raise
     except Exception:  # housekeeping: the next run tries again
         log.warning("could not prune the sink's set-aside output", exc_info=True)
+
+
+def _accepts(function: Callable[..., object], name: str) -> bool:
+    """Does ``function`` take a keyword argument ``name``? (False when its signature cannot be read.)"""
+    try:
+        return name in inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 class Publisher:

@@ -68,3 +68,25 @@ def test_a_run_removes_the_working_folders_its_killed_predecessors_left(tmp_path
     assert current.remove_abandoned() == 1
     assert sorted(p.name for p in (tmp_path / "work" / "j").iterdir()) == ["run-0", "run-2", "run-3"]
     assert json.loads((tmp_path / "work" / "j" / "run-3" / "owner.json").read_text()) == {"job": owner}
+
+
+def test_a_checkpoint_deleted_by_listed_files_leaves_no_folder_where_folders_are_real(tmp_path: Path):
+    """Retention deletes an old checkpoint on an object store by the files its listing showed. Azure with a
+    hierarchical namespace has real folders, which would stay behind empty, one per checkpoint: they go too.
+    (A local disk posing as ``abfs``: the one store kind this machine cannot run.)"""
+    from fsspec.implementations.local import LocalFileSystem
+
+    from spark_checkpoint_runtime.layout.store import discard_folders, is_object_store
+
+    class FoldersLikeAzure(LocalFileSystem):
+        protocol = ("abfs", "az")
+
+    fs = FoldersLikeAzure()
+    assert is_object_store(fs)
+    folder = tmp_path / "j" / "chk-3"
+    (folder / "commits").mkdir(parents=True)
+    for name in ("_metadata", "commits/0"):
+        (folder / name).write_bytes(b"x")
+    listed = [str(folder / "_metadata"), str(folder / "commits" / "0")]
+    discard_folders(fs, [str(folder)], listed)
+    assert not folder.exists()
