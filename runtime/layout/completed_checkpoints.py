@@ -93,8 +93,10 @@ class CompletedCheckpoints:
     def referenced_shared_files(self, meta: CheckpointMetadata) -> dict[str, int]:
         """The files under the ``shared/<run>/`` folders ``meta`` references: job-relative path to size.
 
-        Enough to validate that one snapshot, at a listing cost that follows the runs it references rather
-        than every file the job ever shared (what a page showing one job's restore point can afford).
+        Enough to validate that one snapshot. A snapshot that references one run's folder lists only that
+        folder. One that references several (a job restarted often keeps reusing older runs' segments) lists
+        ``shared/`` once: retention keeps little there beyond what the retained checkpoints reference, so
+        one listing, 1,000 keys a request, costs no more than a listing per run, and restarts do not add one.
         """
         runs, top_level = set(), False
         for entry in meta.files:
@@ -104,9 +106,11 @@ class CompletedCheckpoints:
             elif parts[0] == SHARED_DIR:
                 top_level = True  # not a layout the runtime writes, but _metadata is untrusted: look it up
         found: dict[str, int] = {}
-        for run in sorted(runs):
-            details = self.job.files_with_details(posixpath.join(self.job.job_path, run))
-            found.update({path: size for path, (size, _) in details.items()})
+        wanted = tuple(f"{run}/" for run in runs)
+        folders = [self.shared_path] if len(runs) > 1 else [posixpath.join(self.job.job_path, run) for run in runs]
+        for folder in folders:
+            details = self.job.files_with_details(folder)
+            found.update({path: size for path, (size, _) in details.items() if path.startswith(wanted)})
         if top_level:
             try:
                 entries = self.job.fs.ls(self.shared_path, detail=True)

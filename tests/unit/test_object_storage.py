@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_checkpoint_runtime.layout import JobFolder, SnapshotExists
+from spark_checkpoint_runtime.layout import JobFolder, NoValidCheckpoint, SnapshotExists
 from tests.support.helpers import S3_BUCKET as BUCKET
 from tests.support.helpers import checkpoint_metadata
 
@@ -410,3 +410,25 @@ def test_request_goals_a_restored_runs_first_checkpoint_does_not_ask_the_size_of
     counted.reset()
     dead = CheckpointTarget(storage, "run-2", plan.stored, merging).compaction.mostly_dead(point.metadata.files)
     assert dead == set() and counted.snapshot()["total"] == 0, counted.snapshot()
+
+
+def test_request_goals_validating_a_checkpoint_that_references_many_runs_lists_shared_once(counted):
+    """A job restarted often keeps referencing older runs' segments: validating its newest checkpoint lists
+    ``shared/`` once, not once per run it references (a restart used to add a LIST to every later restart)."""
+    from spark_checkpoint_runtime.layout import FileEntry
+    from tests.support.helpers import checkpoint_metadata
+
+    storage = JobFolder(f"s3://{counted.bucket}/many-runs", "j", counted.options)
+    files = []
+    for run in range(1, 8):
+        relative = storage.checkpoints.shared_relative_file(f"run-{run}", f"state/0/{run}/1.delta")
+        storage.fs.pipe_file(storage.job_file(relative), b"d" * 10)
+        files.append(FileEntry(relative, f"state/0/{run}/1.delta", 10, True))
+    storage.checkpoints.write_metadata(checkpoint_metadata(1, files, job="j"))
+    counted.reset()
+    assert storage.checkpoints.latest_valid().metadata.id == 1
+    # The job folder, shared/ and chk-1/ (the files it owns): three listings; its _metadata: one GET.
+    assert counted.snapshot() == {**counted.snapshot(), "LIST": 3, "GET": 1, "total": 4}, counted.snapshot()
+    storage.fs.rm(storage.job_file(files[3].path))  # one run's file gone: still found out
+    with pytest.raises(NoValidCheckpoint, match="run-4"):
+        storage.checkpoints.latest_valid()
