@@ -5,7 +5,9 @@ Runs, with the options the docs' tables were measured with, ``benchmarks.run`` (
 the checkpoint root on S3), ``benchmarks.request_cost`` (requests on S3), ``benchmarks.retention_scale`` (10,000
 checkpoints), ``benchmarks.sensor_latency`` (real Airflow), ``benchmarks.page_latency`` (the checkpoint pages' cost
 to the API server's other pages), and at the scale users run: ``benchmarks.run`` again at 200 partitions with ours
-checkpointing to local disk and to S3, ``benchmarks.scale`` (4 to 1,000 partitions on S3, file merging off and on),
+checkpointing to local disk and to S3, ``benchmarks.state_size --partitions`` (restore at 200 partitions from
+local disk, and at 4 to 1,000 partitions from S3), ``benchmarks.scale`` (4 to 1,000 partitions on S3, file merging
+off and on),
 ``benchmarks.metadata_size`` (2,000 partitions, 1,000 checkpoints), ``benchmarks.long_run`` (a job's
 1,000 checkpoints at 200 partitions on S3) and ``benchmarks.rescale`` (200 to 400
 partitions, 10 and 100 MB, on S3; RocksDB, then HDFS-backed state). Each prints its table and writes its JSON
@@ -35,6 +37,8 @@ from benchmarks import (
 AT_SCALE = ["--partitions", "200", "--cases", "stateful@10s", "--rounds", "9", "--continuous-seconds", "120"]
 AT_SCALE += ["--warmup-seconds", "120"]
 
+P200_LOCAL = "benchmarks/state_size_p200.json"
+
 RUNS = (
     (run.main, ["--rounds", "9", "--continuous-seconds", "20"]),
     (state_size.main, []),
@@ -44,6 +48,15 @@ RUNS = (
     (retention_scale.main, []),
     (sensor_latency.main, ["--samples", "3"]),
     (page_latency.main, []),
+    (state_size.main, ["--sizes-mb", "10", "--rounds", "15", "--partitions", "200", "--out", P200_LOCAL]),
+    *(
+        (
+            state_size.main,
+            ["--sizes-mb", "10", "--rounds", rounds, "--root", "s3", "--partitions", str(partitions)]
+            + ["--latency-ms", "15", "--out", f"benchmarks/state_size_p{partitions}_s3.json"],
+        )
+        for partitions, rounds in ((4, "15"), (50, "15"), (200, "9"), (1000, "9"))
+    ),
     (run.main, [*AT_SCALE, "--root", "local", "--out", "benchmarks/throughput_200_local.json"]),
     (run.main, [*AT_SCALE, "--root", "s3", "--out", "benchmarks/throughput_200_s3.json"]),
     (scale.main, []),

@@ -244,8 +244,47 @@ def overhead(name: str, rows_per_second: bool) -> list[str]:
     ]
 
 
-def state_size(name: str) -> list[str]:
-    data = load(name)
+# Restore from S3 (15 ms per request) across shuffle partition counts: one state_size run per count.
+RESTORE_BY_PARTITIONS = [f"state_size_p{n}_s3.json" for n in (4, 50, 200, 1000)]
+
+
+def restore_by_partitions() -> list[str]:
+    """Restore time from S3 at each partition count measured, ours against plain Spark's restart from local
+    disk, with the requests of ours' restart and the steps where it spends the difference."""
+    steps = ("plan", "settle", "working_copy", "query", "final_checkpoint")
+    header = ["shuffle partitions", "state", "restore plain s", "restore ours s"]
+    header += ["ours/plain (median restart, 95 % CI)", "S3 requests per restart (median)", "by kind (median)"]
+    header += [f"ours `{step}` ms" for step in steps]
+    rows, sources = [], []
+    for name in RESTORE_BY_PARTITIONS:
+        data = load(name)
+        for size in data["sizes"]:
+            samples = size["samples"]
+            totals = [_restart_requests(sample) for sample in samples]
+            by_kind = {kind: statistics.median(t.get(kind, 0) for t in totals) for kind in totals[0]}
+            row = [num(data["partitions"]), mb(size["state_bytes"])]
+            row += [f"{size['restore_plain_seconds']:.2f}", f"{size['restore_ours_seconds']:.2f}"]
+            row += [f"**{restore_estimate(size).text(3)}**", num(by_kind["total"]), kinds(by_kind)]
+            row += [num(statistics.median(s["ours_step_seconds"].get(n, 0.0) for s in samples) * 1000) for n in steps]
+            rows.append(row)
+        sources.append(source(name, data, state_size_command(data, name)))
+    lines = table(header, rows, "rrrrrrl" + "r" * len(steps))
+    for line in sources:
+        lines += ["", line]
+    return lines
+
+
+def _restart_requests(sample: dict[str, Any]) -> dict[str, int]:
+    """One restart's S3 requests by kind, with ``total``, over its phases."""
+    found: dict[str, int] = {}
+    for counts in sample["requests"].values():
+        for kind, count in counts.items():
+            found[kind] = found.get(kind, 0) + count
+    return found
+
+
+def state_size_command(data: dict[str, Any], name: str) -> str:
+    """The command that measured ``benchmarks/<name>``, a ``benchmarks.state_size`` JSON."""
     sizes = ",".join(f"{size['size_mb_target']:g}" for size in data["sizes"])
     command = f"python -m benchmarks.state_size --sizes-mb {sizes}"
     command += f" --rounds {data['rounds']}" if data.get("rounds") else ""
@@ -257,6 +296,14 @@ def state_size(name: str) -> list[str]:
     # Results from before the option ran at Spark's default maintenance interval.
     if (interval := data.get("maintenance_interval", "60s")) != "2s":
         command += f" --maintenance-interval {interval}"
+    default = "state_size" + "".join(f"_{data[key]}" for key in ("store", "root") if data.get(key) in ("rocksdb", "s3"))
+    command += f" --out benchmarks/{name}" if name != f"{default}.json" else ""
+    return command
+
+
+def state_size(name: str) -> list[str]:
+    data = load(name)
+    command = state_size_command(data, name)
     rocksdb = data.get("store") == "rocksdb"
     header = ["state", "1 % changed", "ours written per checkpoint", "Spark itself wrote", "ours / Spark"]
     header += ["native new SST", "ours / SST"] if rocksdb else []
@@ -875,6 +922,7 @@ GENERATED: dict[str, Callable[[], list[str]]] = {
     "scale-queries": lambda: scale("scale_queries.json"),
     "restore-at-scale-local": lambda: state_size("state_size_p200.json"),
     "restore-at-scale-s3": lambda: state_size("state_size_p200_s3.json"),
+    "restore-by-partitions": restore_by_partitions,
 }
 
 
