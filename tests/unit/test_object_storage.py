@@ -291,6 +291,26 @@ def test_request_goals_a_sink_commit_on_s3_copies_its_parts_together_and_deletes
     assert {p.rsplit("/", 1)[1] for p in sink.fs.ls(sink.path, detail=False) if "/c7-" in p} == published
 
 
+def test_set_aside_output_on_s3_is_pruned_under_one_lease_confirmation(counted):
+    """The Parquet sink on S3 prunes aborted batches and rolled-back output past the retention: the run's lease
+    is confirmed once, before the first delete, and the emptied run prefixes need no request of their own."""
+    import time
+
+    from spark_checkpoint_runtime.sinks import ParquetSink
+
+    sink = ParquetSink(f"s3://{counted.bucket}/prune", counted.options)
+    for folder in ("_aborted/r1/batch-3", "_aborted/r2/batch-9", "_rolled_back/restore-4"):
+        sink.fs.pipe_file(f"{sink.path}/{folder}/c1-b0-part-0.parquet", b"rows")
+    sink.fs.pipe_file(f"{sink.path}/c5-b2-part-0.parquet", b"published")
+    confirmed = []
+    assert sink.prune(7 * 86400, before_delete=lambda: confirmed.append(True)) == 0
+    assert confirmed == [], "nothing due: no confirmation (a LIST of the lease folder)"
+    later = time.time() + 8 * 86400
+    assert sink.prune(7 * 86400, now=later, before_delete=lambda: confirmed.append(True)) == 3
+    assert confirmed == [True]
+    assert sink.fs.find(sink.path) == [f"{sink.path}/c5-b2-part-0.parquet"], "published output is never pruned"
+
+
 def test_a_sink_on_a_store_whose_rm_takes_one_path_moves_each_file(monkeypatch):
     """HDFS through pyarrow (and webhdfs) have no rename fsspec uses here, and an ``rm`` of one path only: the
     copies still go by the chunk, the deletes one by one."""
