@@ -44,6 +44,7 @@ from spark_checkpoint_runtime.layout.store import (
     discard_folders,
     files_under,
     is_object_store,
+    keeps_empty_folders,
     make_folder,
     modified_time,
     open_url,
@@ -248,16 +249,19 @@ class JobFolder:
         if listed_files is not None and is_object_store(self.fs):
             listed = self.inside_job([self.job_file(r) for r in listed_files])
         discard_folders(self.fs, self.inside_job(folders), listed)
+        if listed is not None and keeps_empty_folders(self.fs):  # deleted by files, the folders stay: take them
+            self._remove_empty_folders({posixpath.dirname(path) for path in listed})
 
     def delete_job_files(self, relatives: list[str]) -> None:
         """Delete many job-relative files (shared files nothing references any more), several at a time.
 
-        On a local or network filesystem the folders the deletes empty go too (``shared/<run>/...``), so the
-        job folder does not keep one empty folder per run forever; object stores have no folders.
+        Where folders outlive their files (a local disk, Azure with a hierarchical namespace) the folders the
+        deletes empty go too (``shared/<run>/...``), so the job folder does not keep one empty folder per run
+        forever; on S3 and GCS a folder is only a prefix of keys.
         """
         paths = self.inside_job([self.job_file(relative) for relative in relatives])
         delete_each(self.fs, paths, recursive=False)
-        if isinstance(self.fs, LocalFileSystem):
+        if keeps_empty_folders(self.fs):
             self._remove_empty_folders({posixpath.dirname(path) for path in paths})
 
     def pending_uploads(self, older_than: float, now: float) -> list[PendingUpload]:
@@ -275,7 +279,7 @@ class JobFolder:
         for folder in sorted(folders, key=len, reverse=True):
             while folder.startswith(self.job_path + "/"):
                 try:
-                    os.rmdir(folder)
+                    self.fs.rmdir(folder)
                 except OSError:  # not empty (still referenced files), or gone already
                     break
                 folder = posixpath.dirname(folder)

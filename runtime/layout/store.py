@@ -207,22 +207,8 @@ def discard_folders(fs: fsspec.AbstractFileSystem, folders: list[str], listed: l
     if listed is not None and is_object_store(fs):
         skip = set(metadata)
         delete_each(fs, [path for path in listed if path not in skip], recursive=False)
-        if not _protocols(fs) & FOLDERLESS_PROTOCOLS:
-            _remove_emptied_folders(fs, folders, listed)
         return
     delete_each(fs, folders, recursive=True)
-
-
-def _remove_emptied_folders(fs: fsspec.AbstractFileSystem, folders: list[str], listed: list[str]) -> None:
-    """Remove ``folders`` and the folders inside them that held ``listed`` files, innermost first, where
-    folders are real on an object store (Azure with a hierarchical namespace): they would stay behind empty."""
-    inner = {posixpath.dirname(path) for path in listed}
-    for folder in sorted(inner | set(folders), key=lambda f: f.count("/"), reverse=True):
-        if any(folder == top or folder.startswith(f"{top}/") for top in folders):
-            try:
-                fs.rmdir(folder)
-            except OSError:
-                pass  # gone already, or not empty (a file written since): the next retention sees it
 
 
 # Object stores: a PUT replaces a whole object atomically (no temporary file and rename needed), and their
@@ -239,6 +225,12 @@ def _protocols(fs: fsspec.AbstractFileSystem) -> set[str]:
 
 def is_object_store(fs: fsspec.AbstractFileSystem) -> bool:
     return bool(_protocols(fs) & OBJECT_STORE_PROTOCOLS)
+
+
+def keeps_empty_folders(fs: fsspec.AbstractFileSystem) -> bool:
+    """Do deleted files leave their folders behind? On a local disk, and on an object store with real folders
+    (Azure with a hierarchical namespace); not where a folder is only a prefix of keys (S3, GCS)."""
+    return isinstance(fs, LocalFileSystem) or (is_object_store(fs) and not _protocols(fs) & FOLDERLESS_PROTOCOLS)
 
 
 def make_folder(fs: fsspec.AbstractFileSystem, folder: str) -> None:

@@ -72,21 +72,26 @@ def test_a_run_removes_the_working_folders_its_killed_predecessors_left(tmp_path
 
 def test_a_checkpoint_deleted_by_listed_files_leaves_no_folder_where_folders_are_real(tmp_path: Path):
     """Retention deletes an old checkpoint on an object store by the files its listing showed. Azure with a
-    hierarchical namespace has real folders, which would stay behind empty, one per checkpoint: they go too.
-    (A local disk posing as ``abfs``: the one store kind this machine cannot run.)"""
+    hierarchical namespace has real folders, which would stay behind empty, one per checkpoint: they go too,
+    as do the folders of shared files retention deletes. (A local disk posing as ``abfs``: the one store kind
+    this machine cannot run.)"""
     from fsspec.implementations.local import LocalFileSystem
 
-    from spark_checkpoint_runtime.layout.store import discard_folders, is_object_store
+    from spark_checkpoint_runtime.layout.store import is_object_store
 
     class FoldersLikeAzure(LocalFileSystem):
         protocol = ("abfs", "az")
 
-    fs = FoldersLikeAzure()
-    assert is_object_store(fs)
+    storage = JobFolder(str(tmp_path), "j")
+    storage.fs = FoldersLikeAzure()
+    assert is_object_store(storage.fs)
     folder = tmp_path / "j" / "chk-3"
     (folder / "commits").mkdir(parents=True)
     for name in ("_metadata", "commits/0"):
         (folder / name).write_bytes(b"x")
-    listed = [str(folder / "_metadata"), str(folder / "commits" / "0")]
-    discard_folders(fs, [str(folder)], listed)
+    storage.checkpoints.discard([3], ["chk-3/_metadata", "chk-3/commits/0"])
     assert not folder.exists()
+    (tmp_path / "j" / "shared" / "run-1" / "state").mkdir(parents=True)
+    (tmp_path / "j" / "shared" / "run-1" / "state" / "1.delta").write_bytes(b"x")
+    storage.delete_job_files(["shared/run-1/state/1.delta"])
+    assert not (tmp_path / "j" / "shared").exists()
