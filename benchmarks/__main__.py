@@ -33,8 +33,8 @@ from benchmarks import (
     state_size,
 )
 
-# Pairs at 200 partitions spread widely (few batches a run): 9 pairs after a 2-minute warm-up each side.
-AT_SCALE = ["--partitions", "200", "--cases", "stateful@10s", "--rounds", "9", "--continuous-seconds", "120"]
+# Pairs at 200 partitions spread widely (few batches a run): 10 pairs after a 2-minute warm-up each side.
+AT_SCALE = ["--partitions", "200", "--cases", "stateful@10s", "--rounds", "10", "--continuous-seconds", "120"]
 AT_SCALE += ["--warmup-seconds", "120"]
 
 P200_LOCAL = "benchmarks/state_size_p200.json"

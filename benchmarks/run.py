@@ -300,6 +300,22 @@ def run_plain_continuous(spark: Any, landing: Path, work: Path, stateful: bool, 
     query.stop()
 
 
+def quiet(spark: Any, pause_s: float = 3.0) -> None:
+    """Let one run's after-effects pass before the next starts, so that they do not land in it.
+
+    At 200 partitions a run leaves thousands of written and deleted files for the kernel to write back, and a
+    heap of the stopped query's objects for the JVM to collect. Whichever side ran second in a pair inherited
+    that work (in a 9-pair run at 200 partitions on local disk, the ratio ours/plain averaged 0.966 where plain
+    ran first and 1.014 where ours did): the alternation cancels that only on average, and it widens the
+    interval.
+    """
+    import os
+
+    os.sync()
+    spark._jvm.java.lang.System.gc()
+    time.sleep(pause_s)
+
+
 def continuous_overhead(
     spark: Any,
     base: Path,
@@ -345,6 +361,7 @@ def continuous_overhead(
         cpu_after, minutes = cpu_seconds(), (time.monotonic() - started) / 60
         events = progress.take()
         shutil.rmtree(work, ignore_errors=True)
+        quiet(spark)
         # A warm-up only warms: at 200 partitions its 15 s may hold a single batch, no rate to measure.
         if tag.startswith("warm-"):
             return None
@@ -363,6 +380,7 @@ def continuous_overhead(
                 tag = f"{name.replace(' @ ', '-')}-{number}"
                 order = ("plain", "ours") if number % 2 == 0 else ("ours", "plain")
                 pairs.append({side: one(side, stateful, interval, tag, seconds) for side in order})
+                pairs[-1]["order"] = list(order)
             ratios = [p["ours"]["rows_per_second"] / p["plain"]["rows_per_second"] for p in pairs]
             ratio = statistics.median(ratios)
             batch_ratios = [p["ours"]["batches_per_minute"] / p["plain"]["batches_per_minute"] for p in pairs]
@@ -384,6 +402,16 @@ def continuous_overhead(
                     for measure in ("state_commit_ms_median", "python_cpu_s_per_minute", "jvm_cpu_s_per_minute")
                 },
                 "pair_ratios": [round(r, 3) for r in ratios],
+                # Every run, in the order it ran: what each pair's ratio came from.
+                "runs": [
+                    {
+                        "first": p["order"][0],
+                        **{
+                            side: {key: round(value, 3) for key, value in p[side].items()} for side in ("plain", "ours")
+                        },
+                    }
+                    for p in pairs
+                ],
                 "ratio_rows_per_second": round(ratio, 3),
                 "overhead_percent": round((1 - ratio) * 100, 1),
             }

@@ -31,6 +31,10 @@ def test_continuous_overhead_measures_steady_state_pairs(spark, tmp_path):
     assert row["ours_python_cpu_s_per_minute"] > 0 and row["ours_state_commit_ms_median"] == 0
     for estimate in (row["rows_per_second_ratio"], row["batches_per_minute_ratio"]):
         assert estimate["pairs"] == 2 and estimate["low"] <= estimate["median"] <= estimate["high"]
+    # Every run is kept, with the side that went first: the pairs alternate.
+    assert [run["first"] for run in row["runs"]] == ["plain", "ours"]
+    for run, ratio in zip(row["runs"], row["pair_ratios"], strict=True):
+        assert run["ours"]["rows_per_second"] / run["plain"]["rows_per_second"] == pytest.approx(ratio, abs=0.002)
 
 
 def test_state_size_measures_checkpoint_cost_and_restore(spark, tmp_path):
