@@ -796,14 +796,23 @@ def _batch_time_table() -> list[str]:
                     f"{num(r['plain_state_commit_ms_median'])} / {num(r['ours_state_commit_ms_median'])}",
                     f"{r['plain_python_cpu_s_per_minute']:g} / {r['ours_python_cpu_s_per_minute']:g}",
                     f"{r['plain_jvm_cpu_s_per_minute']:g} / {r['ours_jvm_cpu_s_per_minute']:g}",
+                    _pairs_in_order(r),
                 ]
             )
     if not rows:
         return []
     header = ["case", "state store commit ms per batch, plain / ours (summed over partitions)",
               "Python process CPU s per minute, plain / ours",
-              "JVM CPU s per minute, plain / ours"]  # fmt: skip
+              "JVM CPU s per minute, plain / ours",
+              "pair ratios in run order (p: plain ran first, o: ours)"]  # fmt: skip
     return [*table(header, rows), ""]
+
+
+def _pairs_in_order(r: dict[str, Any]) -> str:
+    """Each pair's ratio with the side that ran first; runs from before the JSON kept every run show none."""
+    if "runs" not in r:
+        return "not kept"
+    return ", ".join(f"{ratio:.2f} {run['first'][0]}" for ratio, run in zip(r["pair_ratios"], r["runs"], strict=True))
 
 
 def scale(name: str = "scale.json") -> list[str]:
