@@ -61,3 +61,20 @@ def test_the_estimator_is_the_median_pair_with_a_reproducible_interval_around_it
     assert wide.low < estimate.low and wide.high > estimate.high  # fewer, more spread pairs: a wider interval
     with pytest.raises(ValueError, match="measured nothing"):
         paired_ratios([])
+
+
+def test_each_pair_at_scale_is_shown_with_the_side_that_ran_first(tmp_path, monkeypatch):
+    for path in findings.RESULTS.glob("*.json"):
+        (tmp_path / path.name).write_text(path.read_text())
+    monkeypatch.setattr(findings, "RESULTS", tmp_path)
+    local, on_s3 = (json.loads((tmp_path / name).read_text()) for name in findings.AT_SCALE_RESULTS)
+    case = next(iter(local["continuous"].values()))
+    case["pair_ratios"] = [0.99, 1.04]
+    case["runs"] = [{"first": "plain"}, {"first": "ours"}]
+    for case in on_s3["continuous"].values():
+        case.pop("runs", None)  # a run from before every run was kept
+    for name, data in zip(findings.AT_SCALE_RESULTS, (local, on_s3), strict=True):
+        (tmp_path / name).write_text(json.dumps(data))
+    rows = [line for line in report.throughput_at_scale() if line.startswith("| stateful")]
+    by_root = [row for row in rows if row.count("|") == 6]  # the second table: where the time went, and the pairs
+    assert by_root[0].endswith("| 0.99 p, 1.04 o |") and by_root[1].endswith("| not kept |")
