@@ -199,19 +199,21 @@ class WorkingCopy:
         listing saw, or Spark replaced it in between and ``CaptureRaced`` says to list again.
         """
         frozen = posixpath.join(self.frozen_path, name)
+        # One flat folder, each file numbered: mirroring the targets' folders made (and later removed) a folder
+        # per state partition, 200 a checkpoint at Spark's default, the larger part of a checkpoint's cost to
+        # the job's process. The number keeps apart files that share a name in different folders.
+        if self.is_local:
+            os.makedirs(frozen, exist_ok=True)
+        else:
+            self.fs.makedirs(frozen, exist_ok=True)
         paths = {}
-        made: set[str] = set()  # hundreds of files share a few folders: one makedirs per folder, not per file
-        for target, size in sizes.items():
-            source, pinned = self.file_path(target), posixpath.join(frozen, target)
+        for number, (target, size) in enumerate(sizes.items()):
+            source = self.file_path(target)
+            pinned = posixpath.join(frozen, f"{number}-{posixpath.basename(target)}")
             if self.is_local:
-                folder = os.path.dirname(pinned)
-                if folder not in made:
-                    os.makedirs(folder, exist_ok=True)
-                    made.add(folder)
                 link_or_copy(source, pinned)
                 frozen_size = os.stat(pinned).st_size
             else:
-                self.fs.makedirs(posixpath.dirname(pinned), exist_ok=True)
                 self.fs.cp_file(source, pinned)
                 frozen_size = int(self.fs.info(pinned).get("size") or 0)
             if frozen_size != size:
