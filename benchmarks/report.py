@@ -809,10 +809,14 @@ def _batch_time_table() -> list[str]:
 
 
 def _pairs_in_order(r: dict[str, Any]) -> str:
-    """Each pair's ratio with the side that ran first; runs from before the JSON kept every run show none."""
+    """Each pair's ratio of batches per minute (the goal's measure) with the side that ran first; runs from
+    before the JSON kept every run show none."""
     if "runs" not in r:
         return "not kept"
-    return ", ".join(f"{ratio:.2f} {run['first'][0]}" for ratio, run in zip(r["pair_ratios"], r["runs"], strict=True))
+    return ", ".join(
+        f"{run['ours']['batches_per_minute'] / run['plain']['batches_per_minute']:.2f} {run['first'][0]}"
+        for run in r["runs"]
+    )
 
 
 def scale(name: str = "scale.json") -> list[str]:
