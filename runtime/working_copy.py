@@ -27,7 +27,7 @@ from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
 from spark_checkpoint_runtime.layout import relative_to
-from spark_checkpoint_runtime.layout.store import files_under
+from spark_checkpoint_runtime.layout.store import files_under, make_folder
 from spark_checkpoint_runtime.state_files import CaptureRaced
 
 log = logging.getLogger(__name__)
@@ -200,12 +200,9 @@ class WorkingCopy:
         """
         frozen = posixpath.join(self.frozen_path, name)
         # One flat folder, each file numbered: mirroring the targets' folders made (and later removed) a folder
-        # per state partition, 200 a checkpoint at Spark's default, the larger part of a checkpoint's cost to
-        # the job's process. The number keeps apart files that share a name in different folders.
-        if self.is_local:
-            os.makedirs(frozen, exist_ok=True)
-        else:
-            self.fs.makedirs(frozen, exist_ok=True)
+        # per state partition, 200 a checkpoint at Spark's default, a third of a checkpoint's cost to the job's
+        # process. The number keeps apart files that share a name in different folders.
+        make_folder(self.fs, frozen)
         paths = {}
         for number, (target, size) in enumerate(sizes.items()):
             source = self.file_path(target)
