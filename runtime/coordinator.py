@@ -39,6 +39,7 @@ from spark_checkpoint_runtime.savepoint_freeze import SavepointFreezes
 from spark_checkpoint_runtime.snapshot import Capture, StoredFiles, Upload, capture
 from spark_checkpoint_runtime.snapshot_targets import CheckpointTarget, SnapshotTarget
 from spark_checkpoint_runtime.state_files import CaptureRaced
+from spark_checkpoint_runtime.thread_priority import lower_this_thread, start_shared_threads_first
 from spark_checkpoint_runtime.working_copy import WorkingCopy
 
 log = logging.getLogger(__name__)
@@ -161,11 +162,15 @@ class CheckpointCoordinator:
         self._changed = threading.Condition()
         self.freezes = SavepointFreezes(working, stored, clock, self._changed)
         self._stop = threading.Event()
-        self._uploader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint-upload")
+        self._uploader = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="checkpoint-upload", initializer=lower_this_thread
+        )
         self._thread = threading.Thread(target=self._run, name="checkpoint-coordinator", daemon=True)
 
     # --- called by the job -------------------------------------------------------------------------
     def start(self) -> None:
+        """Start the coordinator's thread; it and the upload thread run below the batches' CPU priority."""
+        start_shared_threads_first()  # before a lowered thread could be the one to start it
         self._thread.start()
 
     def batch_completed(self, batch_id: int) -> None:
@@ -253,6 +258,7 @@ class CheckpointCoordinator:
             self._changed.notify_all()
 
     def _run(self) -> None:
+        lower_this_thread()  # a checkpoint takes the CPU the batches leave (see thread_priority)
         while not self._stop.is_set():
             try:
                 self._step()
