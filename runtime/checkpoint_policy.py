@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spark_checkpoint_runtime.file_merging import FileMerging
+from spark_checkpoint_runtime.thread_priority import BACKGROUND_NICENESS
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,7 @@ class CheckpointConfig:
     num_retained: int = 3
     mode: str = "exactly-once"
     merging: FileMerging = FileMerging()  # small new files packed into segments (object stores by default)
+    niceness: int = BACKGROUND_NICENESS  # the checkpoint threads' nice steps below the job (see thread_priority)
 
 
 class RequestDecider:

@@ -163,13 +163,17 @@ class CheckpointCoordinator:
         self.freezes = SavepointFreezes(working, stored, clock, self._changed)
         self._stop = threading.Event()
         self._uploader = ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="checkpoint-upload", initializer=lower_this_thread
+            max_workers=1,
+            thread_name_prefix="checkpoint-upload",
+            initializer=lower_this_thread,
+            initargs=(config.niceness,),
         )
         self._thread = threading.Thread(target=self._run, name="checkpoint-coordinator", daemon=True)
 
     # --- called by the job -------------------------------------------------------------------------
     def start(self) -> None:
-        """Start the coordinator's thread; it and the upload thread run below the batches' CPU priority."""
+        """Start the coordinator's thread; it and the upload thread run ``config.niceness`` nice steps below the
+        job's CPU priority."""
         start_shared_threads_first()  # before a lowered thread could be the one to start it
         self._thread.start()
 
@@ -258,7 +262,7 @@ class CheckpointCoordinator:
             self._changed.notify_all()
 
     def _run(self) -> None:
-        lower_this_thread()  # a checkpoint takes the CPU the batches leave (see thread_priority)
+        lower_this_thread(self.config.niceness)  # a checkpoint takes the CPU the batches leave (see thread_priority)
         while not self._stop.is_set():
             try:
                 self._step()

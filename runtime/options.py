@@ -14,6 +14,7 @@ from typing import Any
 
 from spark_checkpoint_runtime.durations import parse_duration
 from spark_checkpoint_runtime.layout import CheckpointFormatError, validate_job_name, validate_key
+from spark_checkpoint_runtime.thread_priority import BACKGROUND_NICENESS, MAX_NICENESS
 
 TRIGGERS = ("available-now", "continuous")
 OUTPUT_MODES = ("append", "update", "complete")
@@ -70,6 +71,7 @@ class JobOptions:
     lease_timeout: float = 30.0
     file_merging: str = "auto"
     segment_size_mb: int = 64
+    checkpoint_niceness: int = BACKGROUND_NICENESS
     conf: dict[str, str] = field(default_factory=dict)
     storage_options: dict[str, Any] = field(default_factory=dict)
 
@@ -169,6 +171,10 @@ def build_parser() -> argparse.ArgumentParser:
         "on or off",
     )
     add("--segment-size-mb", help="file merging: the largest segment object, in MiB (default 64)")
+    add(
+        "--checkpoint-niceness",
+        help="nice steps the checkpoint threads run below the job's on Linux, 0 to 19 (default 10; 0: the same)",
+    )
     add("--run-key", help="caller-chosen key: the run's result goes to _control/runs/KEY.json; stop requests name it")
     add("--conf", action="append", metavar="KEY=VALUE", help="Spark conf for the session (repeatable)")
     return parser
@@ -247,9 +253,18 @@ def options_from_mapping(values: dict[str, Any]) -> JobOptions:
             values[key] = parse_duration(values[key], name=f"--{key.replace('_', '-')}")
         except ValueError as exc:
             raise OptionsError(str(exc)) from None
-    for key, minimum in (("tolerable_failed_checkpoints", 0), ("num_retained", 1), ("segment_size_mb", 1)):
+    for key, minimum in (
+        ("tolerable_failed_checkpoints", 0),
+        ("num_retained", 1),
+        ("segment_size_mb", 1),
+        ("checkpoint_niceness", 0),
+    ):
         if key in values:
             values[key] = _integer(values[key], key, minimum)
+    if values.get("checkpoint_niceness", 0) > MAX_NICENESS:
+        raise OptionsError(
+            f"--checkpoint-niceness {values['checkpoint_niceness']} is above {MAX_NICENESS}, Linux's limit"
+        )
     for key in ("conf", "storage_options"):
         if key in values and not isinstance(values[key], dict):
             raise OptionsError(f"{key} must be a mapping")

@@ -8,7 +8,11 @@ below the rest of the process: when the cores are busy, the batches go first and
 when they are not, nothing changes. Threads started from a lowered thread inherit its priority.
 
 The lease's renewal and the job's own threads keep theirs: a renewal that waits behind busy tasks could miss
-its deadline and lose the job.
+its deadline and lose the job. So does fsspec's I/O thread, through which object-store requests go.
+
+The price, on a saturated machine only: a checkpoint (a savepoint, a final checkpoint) takes longer, and a
+lowered thread preempted while it holds the GIL delays the job's Python threads until it runs again. The
+at-scale benchmark measures the net effect (docs/benchmarks.md); ``--checkpoint-niceness 0`` turns it off.
 """
 
 from __future__ import annotations

@@ -152,6 +152,7 @@ class StreamingJob:
                 num_retained=opts.num_retained,
                 mode=opts.checkpointing_mode,
                 merging=FileMerging.for_storage(opts.file_merging, opts.segment_size_mb, storage.fs),
+                niceness=opts.checkpoint_niceness,
             ),
             run_id=self.run_id,
             next_id=plan.next_id,

@@ -44,14 +44,18 @@ def purge_history_before(tmp_path: Path, batch: int) -> None:
 
 
 def local_coordinator(
-    storage: JobFolder, working: WorkingCopy, next_id: int = 1, fence: Fence = UNFENCED
+    storage: JobFolder,
+    working: WorkingCopy,
+    next_id: int = 1,
+    fence: Fence = UNFENCED,
+    config: CheckpointConfig = CheckpointConfig(interval=3600.0),
 ) -> CheckpointCoordinator:
-    """A real coordinator of run ``run-1`` over ``working`` (periodic checkpoints off: snapshots on request).
-    ``fence`` is asked before every write, as a run's lease is: a test can act at those points."""
+    """A real coordinator of run ``run-1`` over ``working`` (periodic checkpoints off by default: snapshots on
+    request). ``fence`` is asked before every write, as a run's lease is: a test can act at those points."""
     return CheckpointCoordinator(
         storage,
         working,
-        CheckpointConfig(interval=3600.0),
+        config,
         run_id="run-1",
         next_id=next_id,
         stored=StoredFiles(),
