@@ -770,6 +770,7 @@ def throughput_at_scale() -> list[str]:
             f"python -m benchmarks.run --partitions {data['partitions']} --cases {cases} --rounds {data['rounds']} "
             f"--continuous-seconds {data['continuous_seconds']:g}"
             + (f" --warmup-seconds {data['warmup_seconds']:g}" if "warmup_seconds" in data else "")
+            + (f" --checkpoint-niceness {data['checkpoint_niceness']}" if "checkpoint_niceness" in data else "")
             + f" --root {'s3' if 's3' in data['root'] else 'local'}"
             + (f" --latency-ms {data['latency_ms']:g}" if data.get("latency_ms", 15.0) != 15.0 else "")
             + f" --out benchmarks/{name}"

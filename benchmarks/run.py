@@ -139,10 +139,12 @@ def run_ours(
     root: str | None = None,
     storage_options: dict[str, Any] | None = None,
     num_retained: int | None = None,
+    checkpoint_niceness: int | None = None,
 ) -> dict[str, Any]:
     """Our runtime in the same session: checkpoints to ``root`` (default a local folder), two-phase Parquet sink.
 
-    ``num_retained`` overrides the default retention (3), for a caller that reads every checkpoint afterwards.
+    ``num_retained`` overrides the default retention (3), for a caller that reads every checkpoint afterwards;
+    ``checkpoint_niceness`` the runtime's ``--checkpoint-niceness`` (an A/B of the checkpoint threads' priority).
     """
     from spark_checkpoint_runtime.layout import JobFolder
     from spark_checkpoint_runtime.options import options_from_mapping
@@ -163,6 +165,7 @@ def run_ours(
             "trigger": trigger,
             **({"max_duration": max_duration} if max_duration else {}),
             **({"num_retained": num_retained} if num_retained else {}),
+            **({"checkpoint_niceness": checkpoint_niceness} if checkpoint_niceness is not None else {}),
             "conf": {"spark.benchmark.landing": str(landing), "spark.benchmark.maxFilesPerTrigger": str(per_trigger)},
         }
     )
@@ -324,6 +327,7 @@ def continuous_overhead(
     cases: list[tuple[bool, str]] | None = None,
     s3: S3ServerProcess | None = None,
     warmup_seconds: float = 15,
+    checkpoint_niceness: int | None = None,
 ) -> dict[str, Any]:
     """Steady-state rows per second, plain against ours at checkpoint intervals of 10 s and 1 s.
 
@@ -356,6 +360,7 @@ def continuous_overhead(
                 trigger="continuous",
                 max_duration=f"{length}s",
                 per_trigger=1,
+                checkpoint_niceness=checkpoint_niceness,
                 **({"root": f"s3://{s3.bucket}/{tag}-{side}", "storage_options": s3.options} if s3 else {}),
             )
         cpu_after, minutes = cpu_seconds(), (time.monotonic() - started) / 60
@@ -447,6 +452,7 @@ def run_all(
     cases: list[tuple[bool, str]] | None = None,
     s3: S3ServerProcess | None = None,
     warmup_seconds: float = 15,
+    checkpoint_niceness: int | None = None,
 ) -> dict[str, Any]:
     """Both benchmarks (``overhead`` only where ``cases`` is None: a sweep of chosen cases skips it)."""
     return {
@@ -454,7 +460,7 @@ def run_all(
         "rounds": rounds,
         "overhead": overhead(spark, base, scale, rounds) if cases is None else {},
         "continuous": (
-            continuous_overhead(spark, base, continuous_seconds, rounds, cases, s3, warmup_seconds)
+            continuous_overhead(spark, base, continuous_seconds, rounds, cases, s3, warmup_seconds, checkpoint_niceness)
             if continuous_seconds
             else {}
         ),
@@ -540,6 +546,9 @@ def main(argv: list[str] | None = None) -> int:
         "--warmup-seconds", type=float, default=15, help="each side's discarded warm-up run (continuous; default 15)"
     )
     parser.add_argument("--root", choices=("local", "s3"), default="local", help="where ours checkpoints")
+    parser.add_argument(
+        "--checkpoint-niceness", type=int, help="ours' --checkpoint-niceness (continuous; default: the runtime's)"
+    )
     parser.add_argument("--latency-ms", type=float, default=15.0, help="with --root s3: wait before each request")
     parser.add_argument("--out", help="default benchmarks/results.json, or results_cluster.json on a cluster")
     args = parser.parse_args(argv)
@@ -552,7 +561,15 @@ def main(argv: list[str] | None = None) -> int:
             spark = make_session(master=master or "local[2]", partitions=args.partitions)
             try:
                 results = run_all(
-                    spark, args.scale, args.rounds, base, args.continuous_seconds, cases, s3, args.warmup_seconds
+                    spark,
+                    args.scale,
+                    args.rounds,
+                    base,
+                    args.continuous_seconds,
+                    cases,
+                    s3,
+                    args.warmup_seconds,
+                    args.checkpoint_niceness,
                 )
             finally:
                 spark.stop()
@@ -563,6 +580,8 @@ def main(argv: list[str] | None = None) -> int:
     results["continuous_seconds"] = args.continuous_seconds
     if args.warmup_seconds != 15:  # recorded (and echoed in the docs' command) only where it was not the default
         results["warmup_seconds"] = args.warmup_seconds
+    if args.checkpoint_niceness is not None:  # likewise: an A/B of the runtime's option
+        results["checkpoint_niceness"] = args.checkpoint_niceness
     results["partitions"] = args.partitions
     results["root"] = f"s3 (loopback, {args.latency_ms:g} ms per request)" if s3 else "local disk"
     if s3:

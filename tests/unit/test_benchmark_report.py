@@ -80,3 +80,16 @@ def test_each_pair_at_scale_is_shown_with_the_side_that_ran_first(tmp_path, monk
     rows = [line for line in report.throughput_at_scale() if line.startswith("| stateful")]
     by_root = [row for row in rows if row.count("|") == 6]  # the second table: where the time went, and the pairs
     assert by_root[0].endswith("| 0.99 p, 1.04 o |") and by_root[1].endswith("| not kept |")
+
+
+def test_a_run_at_another_checkpoint_niceness_names_it_in_its_command(tmp_path, monkeypatch):
+    for path in findings.RESULTS.glob("*.json"):
+        (tmp_path / path.name).write_text(path.read_text())
+    monkeypatch.setattr(findings, "RESULTS", tmp_path)
+    local_name = findings.AT_SCALE_RESULTS[0]
+    local = json.loads((tmp_path / local_name).read_text())
+    local["checkpoint_niceness"] = 0  # what `benchmarks.run --checkpoint-niceness 0` records
+    (tmp_path / local_name).write_text(json.dumps(local))
+    commands = [line for line in report.throughput_at_scale() if line.startswith("<sub>")]
+    assert "--checkpoint-niceness 0 --root local" in commands[0]
+    assert "--checkpoint-niceness" not in commands[1], "recorded only where the run set it"
