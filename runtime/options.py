@@ -253,18 +253,14 @@ def options_from_mapping(values: dict[str, Any]) -> JobOptions:
             values[key] = parse_duration(values[key], name=f"--{key.replace('_', '-')}")
         except ValueError as exc:
             raise OptionsError(str(exc)) from None
-    for key, minimum in (
-        ("tolerable_failed_checkpoints", 0),
-        ("num_retained", 1),
-        ("segment_size_mb", 1),
-        ("checkpoint_niceness", 0),
+    for key, minimum, maximum in (
+        ("tolerable_failed_checkpoints", 0, None),
+        ("num_retained", 1, None),
+        ("segment_size_mb", 1, None),
+        ("checkpoint_niceness", 0, MAX_NICENESS),  # Linux's limit
     ):
         if key in values:
-            values[key] = _integer(values[key], key, minimum)
-    if values.get("checkpoint_niceness", 0) > MAX_NICENESS:
-        raise OptionsError(
-            f"--checkpoint-niceness {values['checkpoint_niceness']} is above {MAX_NICENESS}, Linux's limit"
-        )
+            values[key] = _integer(values[key], key, minimum, maximum)
     for key in ("conf", "storage_options"):
         if key in values and not isinstance(values[key], dict):
             raise OptionsError(f"{key} must be a mapping")
@@ -310,13 +306,15 @@ def _check_references(options: JobOptions) -> None:
         raise OptionsError("--restore-from is empty; use latest, none or a chk-<N> path")
 
 
-def _integer(value: Any, key: str, minimum: int) -> int:
+def _integer(value: Any, key: str, minimum: int, maximum: int | None = None) -> int:
     try:
         number = int(str(value), 10)
     except ValueError:
         raise OptionsError(f"--{key.replace('_', '-')} {value!r} is not a whole number") from None
     if number < minimum:
         raise OptionsError(f"--{key.replace('_', '-')} {value!r} must be at least {minimum}")
+    if maximum is not None and number > maximum:
+        raise OptionsError(f"--{key.replace('_', '-')} {value!r} is above {maximum}, the most it may be")
     return number
 
 

@@ -22,6 +22,8 @@ import os
 import sys
 import threading
 
+import fsspec.asyn
+
 log = logging.getLogger(__name__)
 
 BACKGROUND_NICENESS = 10  # CFS weight 110 against 1,024 at nice 0: about a tenth of a core under contention
@@ -51,6 +53,4 @@ def start_shared_threads_first() -> None:
     A thread inherits its creator's priority: were the loop first needed by a lowered checkpoint thread, every
     request of the job through it (the lease's renewals included) would run at the lowered priority.
     """
-    import fsspec.asyn
-
     fsspec.asyn.get_loop()
