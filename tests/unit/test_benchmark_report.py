@@ -10,6 +10,15 @@ import pytest
 from benchmarks import findings, report
 
 
+@pytest.fixture
+def results(tmp_path, monkeypatch):
+    """A copy of the committed JSON files that the report reads instead, for a test to alter."""
+    for path in findings.RESULTS.glob("*.json"):
+        (tmp_path / path.name).write_text(path.read_text())
+    monkeypatch.setattr(findings, "RESULTS", tmp_path)
+    return tmp_path
+
+
 def test_the_readme_tables_are_what_the_json_files_say():
     assert report.main(["--check"]) == 0, "run: .venv/bin/python -m benchmarks.report"
 
@@ -32,18 +41,15 @@ def test_a_changed_figure_makes_the_check_fail(tmp_path):
     assert report.main(["--readme", str(stale)]) == 0 and stale.read_text() == current
 
 
-def test_a_goal_is_met_only_when_every_case_meets_it(tmp_path, monkeypatch):
-    for path in findings.RESULTS.glob("*.json"):
-        (tmp_path / path.name).write_text(path.read_text())
-    monkeypatch.setattr(findings, "RESULTS", tmp_path)
-    run = json.loads((tmp_path / "results.json").read_text())
+def test_a_goal_is_met_only_when_every_case_meets_it(results):
+    run = json.loads((results / "results.json").read_text())
     for case in run["continuous"].values():
         case["pair_ratios"] = [0.97, 0.99, 1.0, 1.01, 0.98]
-    (tmp_path / "results.json").write_text(json.dumps(run))
+    (results / "results.json").write_text(json.dumps(run))
     assert "| throughput overhead" in report.goals()[2] and "**met**" in report.goals()[2]
     # One case of four misses it: its median meets the goal, the far end of its interval does not.
     next(iter(run["continuous"].values()))["pair_ratios"] = [0.90, 0.96, 0.97, 0.98, 1.0]
-    (tmp_path / "results.json").write_text(json.dumps(run))
+    (results / "results.json").write_text(json.dumps(run))
     assert "**not met**" in report.goals()[2]
 
 
@@ -63,11 +69,8 @@ def test_the_estimator_is_the_median_pair_with_a_reproducible_interval_around_it
         paired_ratios([])
 
 
-def test_each_pair_at_scale_is_shown_with_the_side_that_ran_first(tmp_path, monkeypatch):
-    for path in findings.RESULTS.glob("*.json"):
-        (tmp_path / path.name).write_text(path.read_text())
-    monkeypatch.setattr(findings, "RESULTS", tmp_path)
-    local, on_s3 = (json.loads((tmp_path / name).read_text()) for name in findings.AT_SCALE_RESULTS)
+def test_each_pair_at_scale_is_shown_with_the_side_that_ran_first(results):
+    local, on_s3 = (json.loads((results / name).read_text()) for name in findings.AT_SCALE_RESULTS)
     case = next(iter(local["continuous"].values()))
     case["runs"] = [
         {"first": "plain", "plain": {"batches_per_minute": 8.0}, "ours": {"batches_per_minute": 7.92}},
@@ -76,20 +79,17 @@ def test_each_pair_at_scale_is_shown_with_the_side_that_ran_first(tmp_path, monk
     for case in on_s3["continuous"].values():
         case.pop("runs", None)  # a run from before every run was kept
     for name, data in zip(findings.AT_SCALE_RESULTS, (local, on_s3), strict=True):
-        (tmp_path / name).write_text(json.dumps(data))
+        (results / name).write_text(json.dumps(data))
     rows = [line for line in report.throughput_at_scale() if line.startswith("| stateful")]
     by_root = [row for row in rows if row.count("|") == 6]  # the second table: where the time went, and the pairs
     assert by_root[0].endswith("| 0.99 p, 1.04 o |") and by_root[1].endswith("| not kept |")
 
 
-def test_a_run_at_another_checkpoint_niceness_names_it_in_its_command(tmp_path, monkeypatch):
-    for path in findings.RESULTS.glob("*.json"):
-        (tmp_path / path.name).write_text(path.read_text())
-    monkeypatch.setattr(findings, "RESULTS", tmp_path)
+def test_a_run_at_another_checkpoint_niceness_names_it_in_its_command(results):
     local_name = findings.AT_SCALE_RESULTS[0]
-    local = json.loads((tmp_path / local_name).read_text())
+    local = json.loads((results / local_name).read_text())
     local["checkpoint_niceness"] = 0  # what `benchmarks.run --checkpoint-niceness 0` records
-    (tmp_path / local_name).write_text(json.dumps(local))
+    (results / local_name).write_text(json.dumps(local))
     commands = [line for line in report.throughput_at_scale() if line.startswith("<sub>")]
     assert "--checkpoint-niceness 0 --root local" in commands[0]
     assert "--checkpoint-niceness" not in commands[1], "recorded only where the run set it"
