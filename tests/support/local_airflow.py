@@ -9,13 +9,16 @@ through its CLI and read its SQLite database directly.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import signal
 import socket
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Callable
@@ -27,12 +30,28 @@ import psutil
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 PROCESSES = ("api-server", "scheduler", "dag-processor", "triggerer")
+# What ``airflow db migrate`` makes of an empty SQLite depends on these settings only (the auth manager adds its
+# own tables): one migrated database per combination is copied into each new home of this process.
+SCHEMA_SETTINGS = ("AIRFLOW__CORE__AUTH_MANAGER", "AIRFLOW__CORE__MULTI_TEAM")
+_migrated_templates: dict[tuple[str, ...], Path] = {}
 
 
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def _keep_template(database: Path) -> Path:
+    """A copy of a just-migrated database, in a folder of this process removed when it exits."""
+    if not _migrated_templates:
+        folder = Path(tempfile.mkdtemp(prefix="local-airflow-db-"))
+        atexit.register(shutil.rmtree, folder, True)
+    else:
+        folder = next(iter(_migrated_templates.values())).parent
+    kept = folder / f"{len(_migrated_templates)}.db"
+    shutil.copyfile(database, kept)
+    return kept
 
 
 class LocalAirflow:
@@ -93,11 +112,31 @@ class LocalAirflow:
 
     def start(self, processes: tuple[str, ...] = PROCESSES) -> None:
         self.home.mkdir(parents=True, exist_ok=True)
-        migrated = self.airflow("db", "migrate", timeout=300)
-        assert migrated.returncode == 0, migrated.stderr[-3000:]
+        self.migrate()
         for name in processes:
             self.start_process(name)
         self.wait_for(self._healthy, 120, "the API server to answer")
+
+    def migrate(self) -> None:
+        """Give this home a migrated database. A new home gets a copy of the database this process migrated
+        first with the same schema settings, not a migration of its own (a process importing Airflow and
+        creating every table, on the cores the Spark jobs under test need); a home that has a database, or
+        keeps it elsewhere, is migrated by Airflow."""
+        database = self.home / "airflow.db"
+        if "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN" in self.env or database.exists():
+            self._airflow_migrate()
+            return
+        key = tuple(self.env.get(name, "") for name in SCHEMA_SETTINGS)
+        if key in _migrated_templates:
+            shutil.copyfile(_migrated_templates[key], database)
+            return
+        self._airflow_migrate()
+        if not Path(f"{database}-wal").exists():  # the whole database is in the one file
+            _migrated_templates[key] = _keep_template(database)
+
+    def _airflow_migrate(self) -> None:
+        migrated = self.airflow("db", "migrate", timeout=300)
+        assert migrated.returncode == 0, migrated.stderr[-3000:]
 
     def start_process(self, name: str) -> None:
         """Start one Airflow component (``scheduler``, ``triggerer``, ...) in a process group of its own."""
