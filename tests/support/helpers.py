@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -48,6 +49,13 @@ def final_counts(output: Path) -> dict[str, int]:
     for row in published_rows(output):
         largest[row["key"]] = max(largest.get(row["key"], 0), row["count"])
     return largest
+
+
+def counts_published_twice(output: Path) -> list[tuple[str, int]]:
+    """Running counts in update-mode output that were published more than once. A key's count grows in every
+    batch that emits it, so a (key, count) row seen twice is a batch, or part of one, published twice."""
+    seen = Counter((row["key"], row["count"]) for row in published_rows(output))
+    return sorted(pair for pair, times in seen.items() if times > 1)
 
 
 def job_args(job: str, root: Path, work: Path, landing: Landing, **extra: str) -> list[str]:
