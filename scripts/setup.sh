@@ -18,7 +18,11 @@ if [ -f "$stamp" ]; then
 fi
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q "apache-airflow==${AIRFLOW_VERSION}" -e ".[spark,airflow,s3,openlineage,test]"
+# Under a lock: an editable install writes the project's egg-info into this checkout, and another venv's
+# install of the runtime (tests/support/spark_installs.py) may run beside this one.
+mkdir -p .cache
+flock .cache/editable-install.lock \
+    .venv/bin/python -m pip install -q "apache-airflow==${AIRFLOW_VERSION}" -e ".[spark,airflow,s3,openlineage,test]"
 # apache-airflow-providers-apache-spark depends on pyspark-client (Spark Connect only), whose files
 # overwrite pyspark's own Python modules with another version. Put the full pyspark back on top so the
 # Python side matches the bundled jars.

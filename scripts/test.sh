@@ -7,11 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-# The UI tests drive a real headless browser: Debian's chromium and its chromedriver.
-if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
-  echo "installing chromium and chromium-driver for the UI tests (apt-get)"
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
-fi
+bash scripts/browser.sh
 export PATH="$PWD/.venv/bin:$PATH"
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .

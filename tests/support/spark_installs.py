@@ -86,8 +86,11 @@ class SparkInstall:
         subprocess.run([find_python(self.python), "-m", "venv", str(self.home)], check=True)
         pip = [str(self.python_executable), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
         subprocess.run([*pip, *self.packages()], check=True)
-        # The runtime itself, as a cluster would have it (no Airflow): editable, so it is this checkout's.
-        subprocess.run([*pip, "--no-deps", "-e", str(REPO)], check=True)
+        # The runtime itself, as a cluster would have it (no Airflow): editable, so it is this checkout's. Under
+        # scripts/setup.sh's lock: an editable install writes the egg-info into the checkout, and CI runs both.
+        with open(REPO / ".cache" / "editable-install.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            subprocess.run([*pip, "--no-deps", "-e", str(REPO)], check=True)
         self._pin_python()
 
     def _pin_python(self) -> None:
