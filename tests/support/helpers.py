@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 import posixpath
+import re
 import signal
 import subprocess
 import sys
@@ -53,9 +54,21 @@ def final_counts(output: Path) -> dict[str, int]:
 
 def counts_published_twice(output: Path) -> list[tuple[str, int]]:
     """Running counts in update-mode output that were published more than once. A key's count grows in every
-    batch that emits it, so a (key, count) row seen twice is a batch, or part of one, published twice."""
+    batch that emits it, and a batch replayed after a restore reads the offsets Spark logged for it, so emits
+    the same counts: a (key, count) row seen twice is a batch, or part of one, published twice."""
     seen = Counter((row["key"], row["count"]) for row in published_rows(output))
     return sorted(pair for pair, times in seen.items() if times > 1)
+
+
+def batches_published_twice(output: Path) -> dict[int, list[int]]:
+    """Spark batches whose output is published under more than one checkpoint, with those checkpoints' ids.
+    The Parquet sink names each published file ``c<checkpoint>-b<batch>-...``, and a restore sets aside what
+    a checkpoint outside its history published, so a batch lives under one checkpoint only."""
+    under: dict[int, set[int]] = {}
+    for part in output.iterdir() if output.exists() else ():
+        if named := re.match(r"c(\d+)-b(\d+)-", part.name):
+            under.setdefault(int(named.group(2)), set()).add(int(named.group(1)))
+    return {batch: sorted(ids) for batch, ids in sorted(under.items()) if len(ids) > 1}
 
 
 def job_args(job: str, root: Path, work: Path, landing: Landing, **extra: str) -> list[str]:

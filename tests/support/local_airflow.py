@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -129,10 +130,21 @@ class LocalAirflow:
         key = tuple(self.env.get(name, "") for name in SCHEMA_SETTINGS)
         if key in _migrated_templates:
             shutil.copyfile(_migrated_templates[key], database)
+            self._write_keys()
             return
         self._airflow_migrate()
         if not Path(f"{database}-wal").exists():  # the whole database is in the one file
             _migrated_templates[key] = _keep_template(database)
+
+    def _write_keys(self) -> None:
+        """The ``airflow.cfg`` of a home whose database was copied: the keys its components must share. Airflow's
+        CLI writes the file, with keys of its own, the first time it runs in a home; the components started at
+        once would each write one with different keys (the triggerer could not read what the API server
+        encrypted for it). Everything else is Airflow's default for this home, as in the file it writes."""
+        from cryptography.fernet import Fernet
+
+        fernet, secret = Fernet.generate_key().decode(), secrets.token_urlsafe(16)
+        (self.home / "airflow.cfg").write_text(f"[core]\nfernet_key = {fernet}\n\n[api]\nsecret_key = {secret}\n")
 
     def _airflow_migrate(self) -> None:
         migrated = self.airflow("db", "migrate", timeout=300)
