@@ -32,8 +32,14 @@ REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 PROCESSES = ("api-server", "scheduler", "dag-processor", "triggerer")
 # What ``airflow db migrate`` makes of an empty SQLite depends on these settings only (the auth manager adds its
-# own tables): one migrated database per combination is copied into each new home of this process.
-SCHEMA_SETTINGS = ("AIRFLOW__CORE__AUTH_MANAGER", "AIRFLOW__CORE__MULTI_TEAM")
+# own tables; the log template and the default pool are rows it writes): one migrated database per combination
+# is copied into each new home of this process.
+SCHEMA_SETTINGS = (
+    "AIRFLOW__CORE__AUTH_MANAGER",
+    "AIRFLOW__CORE__MULTI_TEAM",
+    "AIRFLOW__LOGGING__LOG_FILENAME_TEMPLATE",
+    "AIRFLOW__CORE__DEFAULT_POOL_TASK_SLOT_COUNT",
+)
 _migrated_templates: dict[tuple[str, ...], Path] = {}
 
 
