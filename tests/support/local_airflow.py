@@ -10,6 +10,7 @@ through its CLI and read its SQLite database directly.
 from __future__ import annotations
 
 import atexit
+import functools
 import json
 import os
 import secrets
@@ -49,16 +50,12 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _keep_template(database: Path) -> Path:
-    """A copy of a just-migrated database, in a folder of this process removed when it exits."""
-    if not _migrated_templates:
-        folder = Path(tempfile.mkdtemp(prefix="local-airflow-db-"))
-        atexit.register(shutil.rmtree, folder, True)
-    else:
-        folder = next(iter(_migrated_templates.values())).parent
-    kept = folder / f"{len(_migrated_templates)}.db"
-    shutil.copyfile(database, kept)
-    return kept
+@functools.cache
+def _templates_folder() -> Path:
+    """Where this process keeps its migrated databases; removed when it exits."""
+    folder = Path(tempfile.mkdtemp(prefix="local-airflow-db-"))
+    atexit.register(shutil.rmtree, folder, True)
+    return folder
 
 
 class LocalAirflow:
@@ -140,7 +137,9 @@ class LocalAirflow:
             return
         self._airflow_migrate()
         if not Path(f"{database}-wal").exists():  # the whole database is in the one file
-            _migrated_templates[key] = _keep_template(database)
+            kept = _templates_folder() / f"{len(_migrated_templates)}.db"
+            shutil.copyfile(database, kept)
+            _migrated_templates[key] = kept
 
     def _write_keys(self) -> None:
         """The ``airflow.cfg`` of a home whose database was copied: the keys its components must share. Airflow's
