@@ -60,15 +60,41 @@ def _git(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, timeout=30)
 
 
+# A commit to runtime/ that cannot move the figures (a stop path, an error message) says why in this trailer;
+# the footnotes then name it instead of asking for a rerun. The reason stays in the history for review.
+UNAFFECTED_TRAILER = "Figures-unaffected"
+
+
+def runtime_changes_since(commit: str) -> list[tuple[str, bool]]:
+    """The commits to ``runtime/`` not in ``commit``'s history, newest first, each with whether it carries
+    the ``Figures-unaffected:`` trailer."""
+    found = _git(
+        "log",
+        f"--format=%h%x09%(trailers:key={UNAFFECTED_TRAILER},valueonly,separator=%x20)",
+        f"{commit}..HEAD",
+        "--",
+        "runtime/",
+    )
+    changes = []
+    for line in found.stdout.splitlines():
+        short, _, reason = line.partition("\t")
+        changes.append((short, bool(reason.strip())))
+    return changes
+
+
 def runtime_changed_since(commit: str | None) -> str | None:
-    """The last commit to change ``runtime/`` if it is not in ``commit``'s history (the figures measured at
-    ``commit`` may no longer hold), else None."""
+    """The last commit to change ``runtime/`` if it is not in ``commit``'s history and does not say why the
+    figures still hold (the figures measured at ``commit`` may no longer hold), else None."""
     if not commit:
         return None
-    last = _git("log", "-1", "--format=%h", "--", "runtime/").stdout.strip()
-    if not last or _git("merge-base", "--is-ancestor", last, commit).returncode == 0:
-        return None
-    return last
+    return next((short for short, unaffected in runtime_changes_since(commit) if not unaffected), None)
+
+
+def runtime_changed_unaffected(commit: str | None) -> list[str]:
+    """The commits to ``runtime/`` since ``commit`` that say, in their trailer, why the figures still hold."""
+    if not commit:
+        return []
+    return [short for short, unaffected in runtime_changes_since(commit) if unaffected]
 
 
 # --- derived figures ----------------------------------------------------------------------------------

@@ -5,7 +5,8 @@
 
 Each table sits in its page between ``<!-- begin generated: NAME -->`` and ``<!-- end generated: NAME -->``,
 indented like its opening marker, and ends with a line naming the JSON file and its provenance (commit,
-date, machine), with a warning when ``runtime/`` has changed since that commit. The goals table shows each
+date, machine), with a warning when ``runtime/`` has changed since that commit (a change whose commit says, in a
+``Figures-unaffected:`` trailer, why the figures hold is named instead). The goals table shows each
 goal as ``benchmarks.findings`` judges it from the same files: a goal is "met" only when every measured case
 meets it. This module only renders; ``benchmarks.findings`` reads the JSON, derives the figures and judges
 the goals. The test suite runs ``--check``.
@@ -56,6 +57,7 @@ from benchmarks.findings import (
     rounded,
     running_cost,
     runtime_changed_since,
+    runtime_changed_unaffected,
     storage_bound,
     throughput_estimate,
     without_deletes,
@@ -115,6 +117,9 @@ def source(name: str, data: dict[str, Any], command: str) -> str:
         versions = found["versions"]
         last = runtime_changed_since(found["commit"])
         changed = f"; **the runtime has changed since** (last at {last}): rerun to confirm" if last else ""
+        unaffected = runtime_changed_unaffected(found["commit"])
+        if unaffected and not last:
+            changed = f"; the runtime changed since only in {', '.join(unaffected)}, each saying why these figures hold"
         where = (
             f"measured {found['measured_at'][:10]} at commit {found['commit']}{dirty}; {machine['cpus']} CPUs, "
             f"{machine['memory_gib']} GiB; Spark {versions.get('pyspark')}, Python {versions.get('python')}"
