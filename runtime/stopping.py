@@ -12,8 +12,11 @@ way: finish the batch in flight, take a final checkpoint, commit, exit 0.
   the job to finish, then halts the JVM with the job's exit status (0 after a clean stop), so the JVM's
   own status (143 after SIGTERM) never hides a clean stop.
 - The runtime enforces ``--stop-timeout`` itself: a stop not finished in time ends the process with
-  ``EXIT_STOP_TIMEOUT``. Nothing is published beyond the last completed checkpoint (sinks publish only
-  after a checkpoint's ``_metadata``), so the next restore recomputes the rest.
+  ``EXIT_STOP_TIMEOUT``, whatever asked for it: a signal, a ``_control`` stop request, ``--max-duration``, or
+  a failure (a wedged batch could otherwise hold the process, and its supervisor's wait, forever). A stop
+  that takes a savepoint first also gets ``--checkpoint-timeout``. Nothing is published beyond the last
+  completed checkpoint (sinks publish only after a checkpoint's ``_metadata``), so the next restore
+  recomputes the rest.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -34,6 +38,10 @@ log = logging.getLogger(__name__)
 HOOK_PRIORITY = 100
 EXIT_STOP_TIMEOUT = EXIT_JOB_FAILED
 RECORD_SECONDS = 5.0  # how long a timed-out stop waits for its run report before the process ends
+# How long a finished run's process may take to exit: interpreter exit joins worker threads (an upload stuck
+# on storage that never answers), and a driver that never exits holds its supervisor's wait after its lease
+# is gone, where no heartbeat can show it is stuck.
+EXIT_SECONDS = 30.0
 
 
 class _JvmHook:
@@ -55,19 +63,28 @@ class GracefulStop:
     ``request_stop`` is the job's own "finish the batch, checkpoint, commit" request. ``on_timeout`` records the
     outcome when the stop outlasts ``timeout`` (the run report a supervisor reads), given a few seconds before
     the process ends. Call ``install`` once the SparkSession exists and ``finished(code)`` when the run's
-    outcome is known; ``uninstall`` at the end.
+    outcome is known; ``uninstall`` at the end. With ``owns_process`` (the job created its session, as under
+    spark-submit) a stop the run begins itself is bounded too (``bound``), and a finished run's process that
+    cannot exit is ended with the run's status after ``EXIT_SECONDS``.
     """
 
     def __init__(
-        self, request_stop: Callable[[], None], timeout: float, on_timeout: Callable[[str], None] | None = None
+        self,
+        request_stop: Callable[[], None],
+        timeout: float,
+        on_timeout: Callable[[str], None] | None = None,
+        owns_process: bool = False,
     ):
         self.request_stop = request_stop
         self.timeout = timeout
         self.on_timeout = on_timeout
+        self.owns_process = owns_process  # the job created its session: its deadlines may end the process
         self._done = threading.Event()
         self._code = EXIT_STOP_TIMEOUT
         self._asked = threading.Event()
         self._jvm_stopping = threading.Event()
+        self._limit = timeout  # the deadline's seconds, and how the messages name them
+        self._limit_text = f"--stop-timeout {timeout:g}s"
         self._jvm: Any = None
         self._hook: Any = None  # a java.lang.Thread around the py4j proxy: one Java object, found again on removal
         self._previous: dict[int, Any] = {}
@@ -103,6 +120,23 @@ class GracefulStop:
             signal.signal(signum, handler)
         self._previous.clear()
 
+    def bound(self, cause: str, savepoint_seconds: float = 0.0) -> None:
+        """A stop asked some other way (``--max-duration``, a ``_control`` stop request, a failure) is under
+        way, for ``cause``: give it the ``timeout`` a signal's stop has, after which the process ends. A stop
+        that takes a savepoint first gets ``savepoint_seconds`` more (the checkpoint timeout that bounds any
+        snapshot). The run report and the log then name ``cause``.
+
+        Only for a job that owns its process (it created its session): in a caller's session (tests,
+        notebooks) ending the process would end the caller.
+        """
+        if self.owns_process and not self._asked.is_set():
+            self._asked.set()
+            self._limit = self.timeout + savepoint_seconds
+            if savepoint_seconds:
+                self._limit_text += f" plus --checkpoint-timeout {savepoint_seconds:g}s for its savepoint"
+            self._limit_text += f" after {cause}"
+            threading.Thread(target=self._deadline, name="stop-deadline", daemon=True).start()
+
     def finished(self, code: int) -> None:
         """The run is over with exit status ``code``: a waiting JVM hook may now end the process with it."""
         self._code = code
@@ -111,6 +145,8 @@ class GracefulStop:
             # The JVM is shutting down and its hook waits on us: end both processes now, with this status,
             # before this interpreter's exit cuts the hook's connection (the JVM would then exit 143).
             self._halt(code)
+        if self.owns_process:
+            threading.Thread(target=self._exit_within, args=(code,), name="exit-deadline", daemon=True).start()
 
     # --- internals --------------------------------------------------------------------------------------
     def _on_signal(self, signum: int, _frame: Any) -> None:
@@ -134,23 +170,37 @@ class GracefulStop:
             threading.Thread(target=self._deadline, name="stop-deadline", daemon=True).start()
 
     def _deadline(self) -> None:
-        if self._done.wait(self.timeout):
+        if self._done.wait(self._limit):
             return
         log.error(
-            "the job did not stop within --stop-timeout %gs; exiting with %d. Nothing after the last completed "
+            "the job did not stop within %s; exiting with %d. Nothing after the last completed "
             "checkpoint was published; the next run restores from it",
-            self.timeout,
+            self._limit_text,
             EXIT_STOP_TIMEOUT,
         )
         self._record_timeout()
         self._halt(EXIT_STOP_TIMEOUT)
+
+    def _exit_within(self, code: int) -> None:
+        """End the process with ``code`` if it is still alive ``EXIT_SECONDS`` after the run finished."""
+        time.sleep(EXIT_SECONDS)
+        others = (threading.current_thread(), threading.main_thread())
+        running = sorted(t.name for t in threading.enumerate() if t not in others)
+        log.error(
+            "the run ended with exit status %d, but the process did not exit within %gs (threads still running: "
+            "%s); ending it with that status",
+            code,
+            EXIT_SECONDS,
+            ", ".join(running) or "none",
+        )
+        self._halt(code)
 
     def _record_timeout(self) -> None:
         """Let ``on_timeout`` write down why the run ends, waiting at most ``RECORD_SECONDS`` (storage may hang)."""
         if self.on_timeout is None:
             return
         reason = (
-            f"the job did not stop within --stop-timeout {self.timeout:g}s; nothing after the last completed "
+            f"the job did not stop within {self._limit_text}; nothing after the last completed "
             "checkpoint was published, and the next run restores from it"
         )
 

@@ -45,7 +45,9 @@ class StreamingJob:
         self._spark = spark
         self.run_id = f"{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
         self.state = RunState(self.run_id)
-        self.graceful = GracefulStop(self.request_stop, options.stop_timeout, on_timeout=self._report_failure)
+        self.graceful = GracefulStop(
+            self.request_stop, options.stop_timeout, on_timeout=self._report_failure, owns_process=spark is None
+        )
         self._control: ControlChannel | None = None  # with --run-key: where the run's outcome is reported
 
     def request_stop(self, *_: Any) -> None:
@@ -181,7 +183,8 @@ class StreamingJob:
                 recover_output(plan, coordinator, sink, state, fence)
                 prune_set_aside(sink, fence, opts.set_aside_retention)
             requests = ControlRequests(control, opts, state, fence, coordinator, working)
-            outcome, final = QueryLoop(opts, state, fence, coordinator, working, requests).run(spark, df, sink)
+            loop = QueryLoop(opts, state, fence, coordinator, working, requests, bound_stop=self.graceful.bound)
+            outcome, final = loop.run(spark, df, sink)
         finally:
             with step("shutdown"):
                 coordinator.shutdown()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from spark_checkpoint_runtime import faults
@@ -32,7 +33,12 @@ STOP_MARKER = "checkpointed-job graceful stop"
 
 
 class QueryLoop:
-    """Runs the query until it finishes, is asked to stop, or fails; returns ``(outcome, final snapshot)``."""
+    """Runs the query until it finishes, is asked to stop, or fails; returns ``(outcome, final snapshot)``.
+
+    ``bound_stop(cause, savepoint_seconds)`` is called once the run starts to stop (asked to, past
+    ``--max-duration``, or failed): the stop timeout then applies to the rest of the run, as it does to a
+    signal's stop, with ``savepoint_seconds`` more for a stop that takes a savepoint first.
+    """
 
     def __init__(
         self,
@@ -42,6 +48,7 @@ class QueryLoop:
         coordinator: CheckpointCoordinator,
         working: WorkingCopy,
         requests: ControlRequests,
+        bound_stop: Callable[[str, float], None],
     ):
         self.options = options
         self.state = state
@@ -49,6 +56,7 @@ class QueryLoop:
         self.coordinator = coordinator
         self.working = working
         self.requests = requests
+        self.bound_stop = bound_stop
 
     def run(self, spark: Any, df: Any, sink: Sink) -> tuple[str, CheckpointMetadata | None]:
         opts, state, coordinator = self.options, self.state, self.coordinator
@@ -96,8 +104,9 @@ class QueryLoop:
         outcome = "finished"
         while query.isActive:
             if coordinator.fatal or fence.lost:
-                self._stop_between_batches(query)
-                raise JobFailed(fence.lost or coordinator.fatal)
+                failure = fence.lost or coordinator.fatal
+                self._stop_between_batches(query, f"a failure ({failure})")
+                raise JobFailed(failure)
             if time.monotonic() >= next_control_check:
                 next_control_check = time.monotonic() + CONTROL_POLL_SECONDS
                 self.requests.poll(started_ms)
@@ -105,7 +114,7 @@ class QueryLoop:
             if state.stop_requested.is_set() or overdue:
                 if overdue:
                     log.info("--max-duration reached: stopping gracefully")
-                self._stop_between_batches(query)
+                self._stop_between_batches(query, "--max-duration" if overdue else "a stop request")
                 outcome = "cancelled"
                 break
             try:
@@ -166,7 +175,7 @@ class QueryLoop:
         )
         return True
 
-    def _stop_between_batches(self, query: Any) -> None:
+    def _stop_between_batches(self, query: Any, cause: str) -> None:
         """Stop without interrupting a batch: stopping inside a Python foreachBatch can wedge the stream thread.
 
         An idle query (between triggers) is stopped at once. A busy one finishes the batch in flight; the
@@ -174,6 +183,8 @@ class QueryLoop:
         a backlog keeps triggers back to back.
         """
         self.state.stopping.set()
+        with_savepoint = self.requests.stop_savepoint is not None
+        self.bound_stop(cause, self.options.checkpoint_timeout if with_savepoint else 0.0)
         deadline = time.monotonic() + max(self.options.checkpoint_timeout, 60.0)
         while time.monotonic() < deadline and query.isActive:
             if not query.status.get("isTriggerActive"):

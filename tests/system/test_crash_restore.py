@@ -100,7 +100,8 @@ def test_a_stop_that_outlasts_the_stop_timeout_exits_non_zero_and_publishes_noth
     tmp_path: Path, landing: Landing
 ):
     """A batch still running past --stop-timeout: the run ends with exit 1 by its own deadline, nothing after
-    its last completed checkpoint is published, and the next run restores and publishes every row once."""
+    its last completed checkpoint is published, and the next run restores and publishes every row once. The
+    deadline holds whatever asked for the stop: a signal, or the run's own --max-duration."""
     root, output, log = tmp_path / "root", tmp_path / "out", tmp_path / "job.log"
     landing.add_files(1, rows=4)
     base = job_args(
@@ -128,6 +129,15 @@ def test_a_stop_that_outlasts_the_stop_timeout_exits_non_zero_and_publishes_noth
     # The run report says why (an Airflow task reads it; without it the exit looks like a kill or a crash).
     report = ControlChannel(JobFolder(str(root), "slow")).run_report("slow-try-1")
     assert report and report["status"] == "failed" and "did not stop within --stop-timeout 3s" in report["error"]
+    assert sorted(row["id"] for row in published_rows(output)) == published_before, "nothing more published"
+    # A stop the run asks of itself (--max-duration; a _control stop request takes the same path) is bounded
+    # the same way: try 2 restores, replays the batch, overruns its duration inside it, and ends by its deadline.
+    slower = ["--conf", "spark.example.slowMsPerRow=10000", "--max-duration", "8s", "--run-key", "slow-try-2"]
+    process = spark_submit([*base, *slower], log)
+    assert process.wait(timeout=180) == 1, log.read_text(errors="replace")[-3000:]
+    assert "did not stop within --stop-timeout 3s after --max-duration" in log.read_text(errors="replace")
+    report = ControlChannel(JobFolder(str(root), "slow")).run_report("slow-try-2")
+    assert report and "did not stop within --stop-timeout 3s after --max-duration" in report["error"], report
     assert sorted(row["id"] for row in published_rows(output)) == published_before, "nothing more published"
     drain = [a if a != "continuous" else "available-now" for a in base]
     assert spark_submit(drain, log).wait(timeout=300) == 0, log.read_text(errors="replace")[-3000:]
