@@ -119,7 +119,8 @@ def source(name: str, data: dict[str, Any], command: str) -> str:
         changed = f"; **the runtime has changed since** (last at {last}): rerun to confirm" if last else ""
         unaffected = runtime_changed_unaffected(found["commit"])
         if unaffected and not last:
-            changed = f"; the runtime changed since only in {', '.join(unaffected)}, each saying why these figures hold"
+            which = "which says" if len(unaffected) == 1 else "each of which says"
+            changed = f"; the runtime has changed since only in {', '.join(unaffected)}, {which} why these figures hold"
         where = (
             f"measured {found['measured_at'][:10]} at commit {found['commit']}{dirty}; {machine['cpus']} CPUs, "
             f"{machine['memory_gib']} GiB; Spark {versions.get('pyspark')}, Python {versions.get('python')}"
