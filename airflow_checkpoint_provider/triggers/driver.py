@@ -23,6 +23,9 @@ from spark_checkpoint_runtime.layout import ControlChannel, JobFolder
 
 #: Looks in a row the master's REST server may miss before the wait fails (a master restarting).
 TOLERATED_MISSES = 10
+#: Seconds past the heartbeat timeout a driver may run on once its run has released the job and removed its
+#: heartbeat: the runtime ends a process that cannot exit 30 s after its run, and the JVM follows.
+RELEASED_GRACE_SECONDS = 90.0
 
 
 class ClusterDriverTrigger(StoragePollingTrigger):
@@ -35,7 +38,8 @@ class ClusterDriverTrigger(StoragePollingTrigger):
     longer answers a stop is killed through the master on a kill request, as the blocking operator's kill
     watch does. So is a running driver whose job's heartbeat has not changed for ``heartbeat_timeout`` (hung,
     frozen, or cut off from the storage): its lease has lapsed by then, so a retry may take the job over, and
-    the task fails so that it does.
+    the task fails so that it does. So is a driver still running ``heartbeat_timeout`` plus 90 s after its
+    run released the job (frozen, or unable to exit), which no heartbeat could show.
 
     :param job_name: the job folder under the root.
     :param checkpoint_root: the checkpoint root (a path or fsspec URL).
@@ -83,6 +87,7 @@ class ClusterDriverTrigger(StoragePollingTrigger):
         self._newest: int | None = None
         self._killed: str | None = None
         self._beat: tuple[int, float] | None = None  # the run's last heartbeat seen, and when it changed
+        self._released: float | None = None  # when the run's heartbeat, once seen, was first found gone
 
     def own_kwargs(self) -> dict[str, Any]:
         return {
@@ -112,7 +117,7 @@ class ClusterDriverTrigger(StoragePollingTrigger):
                 newest = storage.checkpoints.newest_metadata_id()
                 # A kill request (StopStreamingJobOperator, for a driver that does not answer): the master kills it.
                 request = control.kill_request(self.run_key)
-                silent = self._heartbeat_silence(control)
+                silent = self._silence(control)
             except Exception:  # a storage hiccup: look again next time; the driver is what this wait follows
                 self.log.warning("could not read job %r's storage", self.job_name, exc_info=True)
                 return []
@@ -123,11 +128,7 @@ class ClusterDriverTrigger(StoragePollingTrigger):
                 reason = str(request.get("reason") or "a kill was requested")
                 self._kill(control, reason, f"killed by request: {reason}")
             elif self._killed is None and silent is not None and state == "RUNNING":
-                reason = (
-                    f"its heartbeat did not change for {silent:.0f} s (the lease timeout is "
-                    f"{self.heartbeat_timeout:g} s): the job hangs or cannot reach its storage"
-                )
-                self._kill(control, reason, f"killed by its task's trigger: {reason}")
+                self._kill(control, silent, f"killed by its task's trigger: {silent}")
             return []
         return [
             {
@@ -140,22 +141,37 @@ class ClusterDriverTrigger(StoragePollingTrigger):
             }
         ]
 
-    def _heartbeat_silence(self, control: ControlChannel) -> float | None:
-        """Seconds the run's heartbeat has not changed, once past ``heartbeat_timeout``; else None. A run not
-        heard from yet (its driver still starting) is not judged."""
+    def _silence(self, control: ControlChannel) -> str | None:
+        """Why the driver must be killed, when the run has been silent too long; else None. A run not heard
+        from yet (its driver still starting) is not judged."""
         if self.heartbeat_timeout is None:
             return None
         beats = [b for b in control.live_runs(stale_after=math.inf) if b.get("run_key") == self.run_key]
-        if not beats:
-            # Not heard from yet (still starting), or gone: a run removes its heartbeat as it releases the
-            # lease at its end, while its driver still exits; a frozen or killed run leaves its own behind.
-            return None
         now = time.monotonic()
+        if not beats:
+            if self._beat is None:
+                return None  # not heard from yet: still starting
+            # Gone: a run removes its heartbeat as it releases the lease at its end (a frozen or killed run
+            # leaves its own behind). Its driver exits then; one that runs on is frozen or cannot exit.
+            self._released = self._released or now
+            after = now - self._released
+            if after <= self.heartbeat_timeout + RELEASED_GRACE_SECONDS:
+                return None
+            return (
+                f"its run released the job {after:.0f} s ago but the driver still runs: its Python process is "
+                "frozen or cannot exit"
+            )
         newest = max(int(b.get("updated_ms") or 0) for b in beats)
         if self._beat is None or newest != self._beat[0]:
             self._beat = (newest, now)
+        self._released = None
         silent = now - self._beat[1]
-        return silent if silent > self.heartbeat_timeout else None
+        if silent <= self.heartbeat_timeout:
+            return None
+        return (
+            f"its heartbeat did not change for {silent:.0f} s (the lease timeout is {self.heartbeat_timeout:g} s): "
+            "the job hangs or cannot reach its storage"
+        )
 
     def _kill(self, control: ControlChannel, reason: str, error: str) -> None:
         killed = kill_driver(StandaloneDriver(self.rest_url, self.driver_id))
