@@ -82,19 +82,15 @@ def runtime_changes_since(commit: str) -> list[tuple[str, bool]]:
     return changes
 
 
-def runtime_changed_since(commit: str | None) -> str | None:
-    """The last commit to change ``runtime/`` if it is not in ``commit``'s history and does not say why the
-    figures still hold (the figures measured at ``commit`` may no longer hold), else None."""
+def runtime_staleness(commit: str | None) -> tuple[str | None, list[str]]:
+    """What changed in ``runtime/`` since ``commit`` (one ``git log``): the newest commit that does not say why
+    the figures still hold (they may no longer hold: rerun), or None; and the commits that say so in their
+    ``Figures-unaffected:`` trailer."""
     if not commit:
-        return None
-    return next((short for short, unaffected in runtime_changes_since(commit) if not unaffected), None)
-
-
-def runtime_changed_unaffected(commit: str | None) -> list[str]:
-    """The commits to ``runtime/`` since ``commit`` that say, in their trailer, why the figures still hold."""
-    if not commit:
-        return []
-    return [short for short, unaffected in runtime_changes_since(commit) if unaffected]
+        return None, []
+    changes = runtime_changes_since(commit)
+    last = next((short for short, unaffected in changes if not unaffected), None)
+    return last, [short for short, unaffected in changes if unaffected]
 
 
 # --- derived figures ----------------------------------------------------------------------------------

@@ -56,8 +56,7 @@ from benchmarks.findings import (
     retention_runs_by_files,
     rounded,
     running_cost,
-    runtime_changed_since,
-    runtime_changed_unaffected,
+    runtime_staleness,
     storage_bound,
     throughput_estimate,
     without_deletes,
@@ -115,9 +114,8 @@ def source(name: str, data: dict[str, Any], command: str) -> str:
         machine = found["machine"]
         dirty = " with uncommitted changes" if found.get("dirty") else ""
         versions = found["versions"]
-        last = runtime_changed_since(found["commit"])
+        last, unaffected = runtime_staleness(found["commit"])
         changed = f"; **the runtime has changed since** (last at {last}): rerun to confirm" if last else ""
-        unaffected = runtime_changed_unaffected(found["commit"])
         if unaffected and not last:
             which = "which says" if len(unaffected) == 1 else "each of which says"
             changed = f"; the runtime has changed since only in {', '.join(unaffected)}, {which} why these figures hold"

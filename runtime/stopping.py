@@ -129,13 +129,13 @@ class GracefulStop:
         Only for a job that owns its process (it created its session): in a caller's session (tests,
         notebooks) ending the process would end the caller.
         """
-        if self.owns_process and not self._asked.is_set():
-            self._asked.set()
-            self._limit = self.timeout + savepoint_seconds
-            if savepoint_seconds:
-                self._limit_text += f" plus --checkpoint-timeout {savepoint_seconds:g}s for its savepoint"
-            self._limit_text += f" after {cause}"
-            threading.Thread(target=self._deadline, name="stop-deadline", daemon=True).start()
+        if not self.owns_process or self._asked.is_set():
+            return
+        self._limit = self.timeout + savepoint_seconds
+        if savepoint_seconds:
+            self._limit_text += f" plus --checkpoint-timeout {savepoint_seconds:g}s for its savepoint"
+        self._limit_text += f" after {cause}"
+        self._arm()
 
     def finished(self, code: int) -> None:
         """The run is over with exit status ``code``: a waiting JVM hook may now end the process with it."""
@@ -163,10 +163,13 @@ class GracefulStop:
         self._halt(self._code if self._done.is_set() else EXIT_STOP_TIMEOUT)
 
     def _stop(self) -> None:
-        first = not self._asked.is_set()
-        self._asked.set()
         self.request_stop()
-        if first:
+        self._arm()
+
+    def _arm(self) -> None:
+        """Start the stop's deadline, once: whichever way the stop began first sets it."""
+        if not self._asked.is_set():
+            self._asked.set()
             threading.Thread(target=self._deadline, name="stop-deadline", daemon=True).start()
 
     def _deadline(self) -> None:
