@@ -8,7 +8,7 @@ import posixpath
 import time
 import zlib
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import fsspec
@@ -105,11 +105,11 @@ class CheckpointMetadata:
         return sum(f.size for f in self.files)
 
     def _data(self) -> dict[str, Any]:
-        data = asdict(self)
+        # Not dataclasses.asdict, which deep-copies every value: at 200 partitions that was most of the time a
+        # checkpoint took to write its _metadata. Only ``files`` needs converting; the rest is JSON already.
+        data = {name: getattr(self, name) for name in _METADATA_FIELDS}
+        data["files"] = [_entry_data(entry) for entry in self.files]
         data["total_bytes"] = self.total_bytes
-        for entry in data["files"]:
-            if entry["offset"] is None:
-                del entry["offset"]
         segmented = any(f.offset is not None for f in self.files)
         data["format_version"] = SEGMENTS_FORMAT_VERSION if segmented else FORMAT_VERSION
         return data
@@ -122,11 +122,16 @@ class CheckpointMetadata:
         """What ``_metadata`` holds: the JSON, or above ``COMPRESS_ABOVE_BYTES`` compact JSON gzip-compressed
         as format version 3 (deterministic bytes: no timestamp in the gzip header)."""
         data = self._data()
-        text = json.dumps(data, indent=1, sort_keys=True).encode("utf-8")
-        if len(text) <= COMPRESS_ABOVE_BYTES:
-            return text
+        plain_version = data["format_version"]
         data["format_version"] = COMPRESSED_FORMAT_VERSION
         compact = json.dumps(data, sort_keys=True, separators=(",", ":")).encode("utf-8")
+        # The indented JSON is never shorter than the compact one (the versions are one digit each): a large
+        # _metadata is compressed without building the indented text first.
+        if len(compact) <= COMPRESS_ABOVE_BYTES:
+            data["format_version"] = plain_version
+            text = json.dumps(data, indent=1, sort_keys=True).encode("utf-8")
+            if len(text) <= COMPRESS_ABOVE_BYTES:
+                return text
         return gzip.compress(compact, compresslevel=COMPRESSION_LEVEL, mtime=0)
 
     def summary(self) -> dict[str, Any]:
@@ -212,6 +217,18 @@ class CheckpointMetadata:
         if meta.kind not in KINDS:
             raise DamagedCheckpoint(location, f"_metadata has unknown kind {meta.kind!r}")
         return meta
+
+
+_METADATA_FIELDS = tuple(f.name for f in fields(CheckpointMetadata))
+_ENTRY_FIELDS = tuple(f.name for f in fields(FileEntry))
+
+
+def _entry_data(entry: FileEntry) -> dict[str, Any]:
+    """One ``files`` item of the JSON: the entry's fields, ``offset`` only for a range of a segment."""
+    data = {name: getattr(entry, name) for name in _ENTRY_FIELDS}
+    if data["offset"] is None:
+        del data["offset"]
+    return data
 
 
 def metadata_object(raw: str | bytes) -> dict[str, Any]:

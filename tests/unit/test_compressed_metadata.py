@@ -51,6 +51,24 @@ def test_a_small_metadata_stays_plain_json(tmp_path: Path):
     assert data["format_version"] == 2 and len(data["files"]) == 3
 
 
+def test_the_threshold_is_on_the_indented_json_even_where_the_compact_one_would_fit():
+    # to_bytes decides from the compact JSON first; a _metadata whose indented text is just over the threshold
+    # and whose compact text is under it is compressed all the same, and one just under it stays plain.
+    def sizes(partitions: int) -> tuple[int, int]:
+        meta = _big(1, partitions=partitions)
+        compact = json.dumps(json.loads(meta.to_json()), sort_keys=True, separators=(",", ":"))
+        return len(meta.to_json().encode()), len(compact.encode())
+
+    low, high = 1, 2000  # the largest partition count whose indented _metadata still fits
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if sizes(middle)[0] <= COMPRESS_ABOVE_BYTES else (low, middle - 1)
+    assert sizes(low + 1)[1] <= COMPRESS_ABOVE_BYTES < sizes(low + 1)[0]
+    fits, over = _big(1, partitions=low), _big(1, partitions=low + 1)
+    assert fits.to_bytes() == fits.to_json().encode()
+    assert over.to_bytes()[:2] == b"\x1f\x8b"
+
+
 def test_a_compressed_savepoint_is_found_where_a_restore_looks(tmp_path: Path):
     folder = tmp_path / "savepoint-big"
     folder.mkdir()
