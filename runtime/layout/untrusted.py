@@ -83,8 +83,9 @@ def parse_json_object(raw: bytes | str, *, what: str) -> dict[str, Any]:
     return data
 
 
-# A JSON string (its escapes included), and anything that is not a bracket.
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+# A JSON string (its escapes included; one left open runs to the end, so that every quote starts a match that
+# succeeds: a hostile run of escaped quotes costs one pass, not one per quote), and anything not a bracket.
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)', re.DOTALL)
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 _BRACKET_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 
@@ -94,7 +95,6 @@ def _bracket_depth(text: str) -> int:
 
     Done with regular expressions and C iterators, not a loop over characters: ``_metadata`` at 200 partitions
     is a few hundred kilobytes, read after every checkpoint, and a loop in Python took longer than parsing it.
-    An unterminated string counts as text, so its brackets count (such a file fails to parse either way).
     """
     brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
     return max(accumulate(map(_BRACKET_STEP.__getitem__, brackets), initial=0))

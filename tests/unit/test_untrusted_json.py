@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from spark_checkpoint_runtime.layout.untrusted import MAX_DEPTH, UntrustedJson, parse_json_object
+from spark_checkpoint_runtime.layout.untrusted import _STRING, MAX_DEPTH, UntrustedJson, parse_json_object
 
 
 def nested(level: int, leaf: object) -> dict:
@@ -47,3 +47,15 @@ def test_a_bracket_run_too_deep_for_the_parser_is_refused_before_parsing():
 def test_what_we_never_write_is_refused_with_what_was_wrong(text, message):
     with pytest.raises(UntrustedJson, match=message):
         parse_json_object(text, what="probe")
+
+
+def test_a_string_left_open_runs_to_the_end_so_its_brackets_do_not_count():
+    with pytest.raises(UntrustedJson, match="not valid JSON we wrote: Unterminated string"):
+        parse_json_object('{"a": "' + "[" * 100, what="probe")
+
+
+@pytest.mark.parametrize("text", ['"' + '\\"' * 1000, '"abc\\', '"', 'x"\\', '[{"a": "b\\"]', '"\\\\" "'])
+def test_every_quote_starts_a_string_match_so_a_hostile_run_of_quotes_costs_one_pass(text):
+    # A quote whose match failed would send the scan on to the next quote, and a run of escaped quotes
+    # left open would then cost a pass per quote (minutes for a file of a few megabytes).
+    assert all(_STRING.match(text, i) for i, char in enumerate(text) if char == '"')
