@@ -122,13 +122,11 @@ class CheckpointMetadata:
         """What ``_metadata`` holds: the JSON, or above ``COMPRESS_ABOVE_BYTES`` compact JSON gzip-compressed
         as format version 3 (deterministic bytes: no timestamp in the gzip header)."""
         data = self._data()
-        plain_version = data["format_version"]
-        data["format_version"] = COMPRESSED_FORMAT_VERSION
-        compact = json.dumps(data, sort_keys=True, separators=(",", ":")).encode("utf-8")
+        compressed = {**data, "format_version": COMPRESSED_FORMAT_VERSION}
+        compact = json.dumps(compressed, sort_keys=True, separators=(",", ":")).encode("utf-8")
         # The indented JSON is never shorter than the compact one (the versions are one digit each): a large
         # _metadata is compressed without building the indented text first.
         if len(compact) <= COMPRESS_ABOVE_BYTES:
-            data["format_version"] = plain_version
             text = json.dumps(data, indent=1, sort_keys=True).encode("utf-8")
             if len(text) <= COMPRESS_ABOVE_BYTES:
                 return text

@@ -55,9 +55,9 @@ def test_the_threshold_is_on_the_indented_json_even_where_the_compact_one_would_
     # to_bytes decides from the compact JSON first; a _metadata whose indented text is just over the threshold
     # and whose compact text is under it is compressed all the same, and one just under it stays plain.
     def sizes(partitions: int) -> tuple[int, int]:
-        meta = _big(1, partitions=partitions)
-        compact = json.dumps(json.loads(meta.to_json()), sort_keys=True, separators=(",", ":"))
-        return len(meta.to_json().encode()), len(compact.encode())
+        indented = _big(1, partitions=partitions).to_json()
+        compact = json.dumps(json.loads(indented), sort_keys=True, separators=(",", ":"))
+        return len(indented.encode()), len(compact.encode())
 
     low, high = 1, 2000  # the largest partition count whose indented _metadata still fits
     while low < high:
