@@ -347,7 +347,7 @@ def continuous_overhead(
     def one(side: str, stateful: bool, interval: str, tag: str, length: float) -> dict[str, float] | None:
         work = base / f"c-{side}-{tag}"
         progress.take()
-        cpu_before, started = cpu_seconds(), time.monotonic()
+        cpu_before, started = cpu_seconds(s3), time.monotonic()
         if side == "plain":
             run_plain_continuous(spark, landing.path, work, stateful, length)
         else:
@@ -363,7 +363,7 @@ def continuous_overhead(
                 checkpoint_niceness=checkpoint_niceness,
                 **({"root": f"s3://{s3.bucket}/{tag}-{side}", "storage_options": s3.options} if s3 else {}),
             )
-        cpu_after, minutes = cpu_seconds(), (time.monotonic() - started) / 60
+        cpu_after, minutes = cpu_seconds(s3), (time.monotonic() - started) / 60
         events = progress.take()
         shutil.rmtree(work, ignore_errors=True)
         quiet(spark)
@@ -425,18 +425,27 @@ def continuous_overhead(
     return report
 
 
-def cpu_seconds() -> dict[str, float]:
-    """CPU seconds used so far by this Python process (the driver's Python side; the S3 server of ``--root s3``
-    runs in a process of its own) and by its JVM (Spark's driver and executors in local mode)."""
+def cpu_seconds(s3: S3ServerProcess | None = None) -> dict[str, float]:
+    """CPU seconds used so far by this Python process (the driver's Python side), by its JVM (Spark's driver
+    and executors in local mode), with ``s3`` by the S3 server's own process, and by the whole machine:
+    ``machine`` its cores' busy time (user, nice, system and interrupts: what the two sides compete for),
+    ``steal`` the time a virtual machine's cores waited for the host (a slower machine that is not the job)."""
     import psutil
 
     me = psutil.Process()
     jvm = jvms_under(me)
     python = me.cpu_times()
-    return {
+    machine = psutil.cpu_times()
+    used = {
         "python": python.user + python.system,
         "jvm": sum(c.cpu_times().user + c.cpu_times().system for c in jvm),
+        "machine": sum(getattr(machine, name, 0.0) for name in ("user", "nice", "system", "irq", "softirq")),
+        "steal": getattr(machine, "steal", 0.0),
     }
+    if s3 is not None and s3.pid is not None:
+        server = psutil.Process(s3.pid).cpu_times()
+        used["s3_server"] = server.user + server.system
+    return used
 
 
 def _median(values: list[float]) -> float | None:

@@ -173,6 +173,11 @@ class S3ServerProcess:
             raise RuntimeError(f"the S3 server process did not start (it said {ready!r})")
         return self
 
+    @property
+    def pid(self) -> int | None:
+        """The server process's id while it runs (a benchmark reads its CPU time)."""
+        return self._process.pid if self._process is not None else None
+
     def stop(self) -> None:
         if self._process is None:
             return

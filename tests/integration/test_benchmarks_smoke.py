@@ -35,6 +35,24 @@ def test_continuous_overhead_measures_steady_state_pairs(spark, tmp_path):
     assert [run["first"] for run in row["runs"]] == ["plain", "ours"]
     for run, ratio in zip(row["runs"], row["pair_ratios"], strict=True):
         assert run["ours"]["rows_per_second"] / run["plain"]["rows_per_second"] == pytest.approx(ratio, abs=0.002)
+        # And what the whole machine did meanwhile: its busy cores, and any time its host took (steal).
+        for side in ("plain", "ours"):
+            assert run[side]["machine_cpu_s_per_minute"] >= run[side]["jvm_cpu_s_per_minute"] * 0.5
+            assert run[side]["steal_cpu_s_per_minute"] >= 0
+
+
+def test_cpu_seconds_counts_the_s3_server_process_apart():
+    from benchmarks.run import cpu_seconds
+    from benchmarks.s3_requests import S3ServerProcess
+
+    s3 = S3ServerProcess().start()
+    try:
+        used = cpu_seconds(s3)
+    finally:
+        s3.stop()
+    # The server's start-up (importing moto) took CPU in its own process, not in this one's count.
+    assert used["s3_server"] > 0 and set(used) == {"python", "jvm", "machine", "steal", "s3_server"}
+    assert "s3_server" not in cpu_seconds()
 
 
 def test_state_size_measures_checkpoint_cost_and_restore(spark, tmp_path):
