@@ -801,6 +801,7 @@ def _batch_time_table() -> list[str]:
                     f"{num(r['plain_state_commit_ms_median'])} / {num(r['ours_state_commit_ms_median'])}",
                     f"{r['plain_python_cpu_s_per_minute']:g} / {r['ours_python_cpu_s_per_minute']:g}",
                     f"{r['plain_jvm_cpu_s_per_minute']:g} / {r['ours_jvm_cpu_s_per_minute']:g}",
+                    _machine_in_runs(r),
                     _pairs_in_order(r),
                 ]
             )
@@ -809,8 +810,29 @@ def _batch_time_table() -> list[str]:
     header = ["case", "state store commit ms per batch, plain / ours (summed over partitions)",
               "Python process CPU s per minute, plain / ours",
               "JVM CPU s per minute, plain / ours",
+              "machine busy / steal CPU s per minute, plain / ours (S3 server)",
               "pair ratios in run order (p: plain ran first, o: ours)"]  # fmt: skip
     return [*table(header, rows), ""]
+
+
+def _machine_in_runs(r: dict[str, Any]) -> str:
+    """The whole machine's busy and steal CPU per minute, per side (medians of runs), and the S3 server
+    process's in ours' runs: whether the machine, the host or the server moved a pair. Runs recorded before
+    commit 9d08b92 show none."""
+    runs = r.get("runs") or []
+    if not runs or "machine_cpu_s_per_minute" not in runs[0]["ours"]:
+        return "not recorded"
+
+    def median(side: str, measure: str) -> str:
+        return f"{statistics.median(run[side][measure] for run in runs):.1f}"
+
+    text = " / ".join(
+        f"{median(side, 'machine_cpu_s_per_minute')}, {median(side, 'steal_cpu_s_per_minute')}"
+        for side in ("plain", "ours")
+    )
+    if "s3_server_cpu_s_per_minute" in runs[0]["ours"]:
+        text += f" ({median('ours', 's3_server_cpu_s_per_minute')})"
+    return text
 
 
 def _pairs_in_order(r: dict[str, Any]) -> str:

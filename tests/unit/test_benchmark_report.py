@@ -81,8 +81,32 @@ def test_each_pair_at_scale_is_shown_with_the_side_that_ran_first(results):
     for name, data in zip(findings.AT_SCALE_RESULTS, (local, on_s3), strict=True):
         (results / name).write_text(json.dumps(data))
     rows = [line for line in report.throughput_at_scale() if line.startswith("| stateful")]
-    by_root = [row for row in rows if row.count("|") == 6]  # the second table: where the time went, and the pairs
+    by_root = [row for row in rows if row.count("|") == 7]  # the second table: where the time went, and the pairs
     assert by_root[0].endswith("| 0.99 p, 1.04 o |") and by_root[1].endswith("| not kept |")
+
+
+def test_the_machine_each_side_ran_on_is_shown_where_the_runs_recorded_it(results):
+    local, on_s3 = (json.loads((results / name).read_text()) for name in findings.AT_SCALE_RESULTS)
+    machine = {"batches_per_minute": 7.0, "machine_cpu_s_per_minute": 108.0, "steal_cpu_s_per_minute": 0.0}
+    for case in on_s3["continuous"].values():
+        case["runs"] = [
+            {
+                "first": first,
+                "plain": {**machine, "machine_cpu_s_per_minute": busy},
+                "ours": {**machine, "steal_cpu_s_per_minute": steal, "s3_server_cpu_s_per_minute": 0.6},
+            }
+            for first, busy, steal in (("plain", 110.0, 0.0), ("ours", 106.0, 2.8), ("plain", 108.0, 0.2))
+        ]
+    for case in local["continuous"].values():
+        for run in case.get("runs", []):  # a run from before the machine was recorded
+            for side in ("plain", "ours"):
+                run[side].pop("machine_cpu_s_per_minute", None)
+    for name, data in zip(findings.AT_SCALE_RESULTS, (local, on_s3), strict=True):
+        (results / name).write_text(json.dumps(data))
+    rows = [line for line in report.throughput_at_scale() if line.startswith("| stateful")]
+    by_root = [row.split(" | ") for row in rows if row.count("|") == 7]
+    assert by_root[0][4] == "not recorded"
+    assert by_root[1][4] == "108.0, 0.0 / 108.0, 0.2 (0.6)", "medians of the runs, per side; the server's in ours'"
 
 
 def test_a_run_at_another_checkpoint_niceness_names_it_in_its_command(results):
