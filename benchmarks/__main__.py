@@ -12,14 +12,18 @@ off and on),
 1,000 checkpoints at 200 partitions on S3) and ``benchmarks.rescale`` (200 to 400
 partitions, 10 and 100 MB, on S3; RocksDB, then HDFS-backed state). Each prints its table and writes its JSON
 under ``benchmarks/``; then ``benchmarks.report`` rewrites the tables in README.md and docs/*.md from those files.
-Run one alone for its options.
+Before the first run, every result it may replace is set aside under ``benchmarks/earlier/`` (``benchmarks.keep``),
+so that a rerun keeps the runs it supersedes. Run one alone for its options; to put its JSON in place, use
+``python -m benchmarks.keep``.
 """
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from benchmarks import (
+    keep,
     long_run,
     metadata_size,
     page_latency,
@@ -37,6 +41,7 @@ from benchmarks import (
 AT_SCALE = ["--partitions", "200", "--cases", "stateful@10s", "--rounds", "10", "--continuous-seconds", "120"]
 AT_SCALE += ["--warmup-seconds", "120"]
 
+RESULTS = Path(__file__).resolve().parent
 P200_LOCAL = "benchmarks/state_size_p200.json"
 
 RUNS = (
@@ -84,6 +89,8 @@ RUNS = (
 
 
 def main() -> int:
+    for result in sorted(RESULTS.glob("*.json")):
+        keep.set_aside(result)
     for benchmark, argv in RUNS:
         status = benchmark(argv)
         if status:

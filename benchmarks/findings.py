@@ -10,6 +10,7 @@ estimator for every ratio).
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,13 +66,13 @@ def _git(*args: str) -> subprocess.CompletedProcess[str]:
 UNAFFECTED_TRAILER = "Figures-unaffected"
 
 
-def runtime_changes_since(commit: str) -> list[tuple[str, bool]]:
-    """The commits to ``runtime/`` not in ``commit``'s history, newest first, each with whether it carries
-    the ``Figures-unaffected:`` trailer."""
+def runtime_changes_since(commit: str, until: str = "HEAD") -> list[tuple[str, bool]]:
+    """The commits to ``runtime/`` in ``until``'s history but not in ``commit``'s, newest first, each with
+    whether it carries the ``Figures-unaffected:`` trailer."""
     found = _git(
         "log",
         f"--format=%h%x09%(trailers:key={UNAFFECTED_TRAILER},valueonly,separator=%x20)",
-        f"{commit}..HEAD",
+        f"{commit}..{until}",
         "--",
         "runtime/",
     )
@@ -183,15 +184,110 @@ def without_deletes(by_kind: dict[str, float]) -> float:
     return round(sum(v for kind, v in by_kind.items() if kind not in (*DELETE_KINDS, "total")), 1)
 
 
-def at_scale_cases() -> list[tuple[str, str, Estimate]]:
-    """(where ours checkpointed, case, batches-per-minute estimate) from the 200-partition throughput runs."""
+# A rerun does not replace a run: ``python -m benchmarks.keep`` moves the JSON it supersedes here, named
+# ``<name>@<commit>.json``, so that a goal judged from paired runs sees every run, not the last one.
+EARLIER = "earlier"
+# What must match for two throughput runs' pairs to be one sample (the pair count may differ).
+THROUGHPUT_SETUP = ("scale", "partitions", "root", "latency_ms", "continuous_seconds", "warmup_seconds")
+THROUGHPUT_SETUP += ("checkpoint_niceness", "master")
+
+
+def earlier_runs(name: str) -> list[tuple[str, dict[str, Any]]]:
+    """The runs a rerun of ``name`` superseded, as (path under ``benchmarks/``, JSON), oldest first."""
+    stem = Path(name).stem
+    found = [
+        (f"{EARLIER}/{path.name}", json.loads(path.read_text())) for path in (RESULTS / EARLIER).glob(f"{stem}@*.json")
+    ]
+    return sorted(found, key=lambda kept: kept[1].get("provenance", {}).get("measured_at", ""))
+
+
+def same_runtime(earlier: dict[str, Any], later: dict[str, Any]) -> bool:
+    """Whether two runs measured one runtime: both at a committed, clean tree, ``earlier`` in ``later``'s
+    history, on the same Spark, and every commit to ``runtime/`` between them says in its
+    ``Figures-unaffected:`` trailer why the figures hold."""
+    first, last = earlier.get("provenance") or {}, later.get("provenance") or {}
+    if not first.get("commit") or not last.get("commit") or first.get("dirty") or last.get("dirty"):
+        return False
+    if first["versions"].get("pyspark") != last["versions"].get("pyspark"):
+        return False
+    if _git("merge-base", "--is-ancestor", first["commit"], last["commit"]).returncode != 0:
+        return False
+    return all(unaffected for _, unaffected in runtime_changes_since(first["commit"], until=last["commit"]))
+
+
+def pooled_with(name: str) -> list[tuple[str, dict[str, Any]]]:
+    """``name``'s run and every earlier run of the same runtime and setup whose pairs can join it, as
+    (path under ``benchmarks/``, JSON), the current run first."""
+    data = load(name)
+    pool = [(name, data)]
+    for path, earlier in earlier_runs(name):
+        same_setup = all(earlier.get(key) == data.get(key) for key in THROUGHPUT_SETUP)
+        if (
+            same_setup
+            and earlier.get("continuous", {}).keys() == data["continuous"].keys()
+            and same_runtime(earlier, data)
+        ):
+            pool.append((path, earlier))
+    return pool
+
+
+def pooled_case(cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """Continuous cases of several runs (each with its ``runs``) as one case of all their pairs: the medians
+    and ratios ``benchmarks.run`` writes for one run, taken over every pair."""
+    runs = [run for case in cases for run in case["runs"]]
+
+    def median(side: str, measure: str, digits: int | None = 1) -> float:
+        return round(statistics.median(run[side][measure] for run in runs), digits)
+
+    def ratios(measure: str) -> list[float]:
+        return [run["ours"][measure] / run["plain"][measure] for run in runs]
+
+    return {
+        **{f"{side}_batches_per_minute": median(side, "batches_per_minute") for side in ("plain", "ours")},
+        "batches_per_minute_ratio": paired_ratios(ratios("batches_per_minute")).as_dict(),
+        "pair_ratios": [round(r, 3) for r in ratios("rows_per_second")],
+        **{
+            f"{side}_{measure}": median(side, measure, None)
+            for side in ("plain", "ours")
+            for measure in ("batch_ms_median", "batch_ms_p95")
+        },
+        "runs": runs,
+    }
+
+
+@dataclass(frozen=True)
+class AtScaleCase:
+    """One 200-partition throughput case as its goal judges it: the pairs of every kept run of its runtime."""
+
+    name: str  # the JSON under ``benchmarks/``
+    key: str  # the case in its ``continuous``, e.g. ``stateful @ 10s``
+    root: str  # where ours checkpointed
+    partitions: int
+    runs: list[tuple[str, dict[str, Any]]]  # (path under ``benchmarks/``, that run's case), the current run first
+    judged: dict[str, Any]  # the one run's case, or all of ``runs`` pooled (``pooled_case``)
+
+    @property
+    def estimate(self) -> Estimate:
+        """Ours over plain Spark's batches per minute, over every pair judged."""
+        return batches_estimate(self.judged)
+
+
+def at_scale_cases() -> list[AtScaleCase]:
+    """The 200-partition throughput cases, each judged on the pairs of every kept run of its runtime and
+    setup (a run that did not keep its pairs counts alone)."""
     found = []
     for name in AT_SCALE_RESULTS:
         if not (RESULTS / name).exists():
             continue
-        data = load(name)
-        for case, r in data["continuous"].items():
-            found.append((data["root"], f"{case}, {data['partitions']} partitions", batches_estimate(r)))
+        pool = pooled_with(name)
+        data = pool[0][1]
+        for key, case in data["continuous"].items():
+            runs = [(path, kept["continuous"][key]) for path, kept in pool if "runs" in kept["continuous"][key]]
+            if len(runs) > 1 and "runs" in case:
+                judged = pooled_case([kept for _, kept in runs])
+            else:
+                runs, judged = [(name, case)], case
+            found.append(AtScaleCase(name, key, data["root"], data["partitions"], runs, judged))
     return found
 
 
@@ -305,7 +401,7 @@ def judge_goals() -> list[Goal]:
     goals.append(
         Goal(
             "at_scale",
-            all(e.at_least(AT_SCALE_GOAL_RATIO) for *_, e in at_scale) if at_scale else None,
+            all(c.estimate.at_least(AT_SCALE_GOAL_RATIO) for c in at_scale) if at_scale else None,
             {"cases": at_scale},
         )
     )

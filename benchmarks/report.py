@@ -8,8 +8,10 @@ indented like its opening marker, and ends with a line naming the JSON file and 
 date, machine), with a warning when ``runtime/`` has changed since that commit (a change whose commit says, in a
 ``Figures-unaffected:`` trailer, why the figures hold is named instead). The goals table shows each
 goal as ``benchmarks.findings`` judges it from the same files: a goal is "met" only when every measured case
-meets it. This module only renders; ``benchmarks.findings`` reads the JSON, derives the figures and judges
-the goals. The test suite runs ``--check``.
+meets it. Runs a rerun superseded are kept under ``benchmarks/earlier/`` (``benchmarks.keep``); the 200-partition
+throughput table shows each kept run of the current runtime and their pairs pooled, which its goal judges.
+This module only renders; ``benchmarks.findings`` reads the JSON, derives the figures and judges the goals.
+The test suite runs ``--check``.
 """
 
 from __future__ import annotations
@@ -44,12 +46,14 @@ from benchmarks.findings import (
     SCALE_GOAL_PARTITIONS,
     SCALE_GOAL_REQUESTS,
     Goal,
+    at_scale_cases,
     batches_estimate,
     checkpoints_made,
     deletes,
     judge_goals,
     last_id,
     load,
+    pooled_with,
     restore_estimate,
     restore_ratios,
     retention_met,
@@ -529,7 +533,11 @@ def _goal_row(goal: Goal) -> list[str]:
                 f"batches per minute at least {AT_SCALE_GOAL_RATIO:g}× plain Spark's at 200 partitions, "
                 "ours checkpointing to local disk and to S3 (plain Spark on local disk)"
             )
-            measured = "; ".join(f"{root}, {case}: {e.text(3)}" for root, case, e in f["cases"])
+            measured = "; ".join(
+                f"{c.root}, {_case(c.key)}, {c.partitions} partitions: {c.estimate.text(3)}"
+                + (f" ({len(c.runs)} runs of one runtime pooled)" if len(c.runs) > 1 else "")
+                for c in f["cases"]
+            )
         case "idle":
             asks = (
                 f"an idle job at most {num(IDLE_GOAL_PER_DAY)} requests a day, requests answered within "
@@ -753,51 +761,74 @@ def soak() -> list[str]:
 
 
 def throughput_at_scale() -> list[str]:
-    """Batches per minute at 200 partitions, ours against plain Spark (``benchmarks.run --partitions``)."""
+    """Batches per minute at 200 partitions, ours against plain Spark (``benchmarks.run --partitions``): each
+    kept run of the current runtime, and where there are several, all their pairs pooled (what the goal
+    judges)."""
     rows, sources = [], []
+    for c in at_scale_cases():
+        label = f"{_case(c.key)}, {c.partitions} partitions, ours to {c.root}"
+        if len(c.runs) == 1:
+            rows.append(_throughput_row(label, c.judged, bold=True))
+            continue
+        for path, case in c.runs:
+            rows.append(_throughput_row(f"{label}, run at {_commit(path)}", case, bold=False))
+        rows.append(_throughput_row(f"{label}, the {len(c.runs)} runs' pairs pooled", c.judged, bold=True))
     for name in AT_SCALE_RESULTS:
         data = load(name)
-        for case, r in data["continuous"].items():
-            rows.append(
-                [
-                    f"{_case(case)}, {data['partitions']} partitions, ours to {data['root']}",
-                    f"{r['plain_batches_per_minute']:g}",
-                    f"{r['ours_batches_per_minute']:g}",
-                    f"**{batches_estimate(r).text(3)}**",
-                    f"{r['plain_batch_ms_median']:,} / {r['plain_batch_ms_p95']:,}",
-                    f"{r['ours_batch_ms_median']:,} / {r['ours_batch_ms_p95']:,}",
-                    throughput_estimate(r).text(3),
-                ]
-            )
-        cases = ",".join(case.replace(" @ ", "@") for case in data["continuous"])
-        command = (
-            f"python -m benchmarks.run --partitions {data['partitions']} --cases {cases} --rounds {data['rounds']} "
-            f"--continuous-seconds {data['continuous_seconds']:g}"
-            + (f" --warmup-seconds {data['warmup_seconds']:g}" if "warmup_seconds" in data else "")
-            + (f" --checkpoint-niceness {data['checkpoint_niceness']}" if "checkpoint_niceness" in data else "")
-            + f" --root {'s3' if 's3' in data['root'] else 'local'}"
-            + (f" --latency-ms {data['latency_ms']:g}" if data.get("latency_ms", 15.0) != 15.0 else "")
-            + f" --out benchmarks/{name}"
-        )
-        sources.append(source(name, data, command))
+        sources.append(source(name, data, _throughput_command(name, data)))
+        sources += [source(path, kept, _throughput_command(name, kept)) for path, kept in pooled_with(name)[1:]]
     header = ["case", "batches/min plain", "batches/min ours", "ours/plain batches/min (95 % CI)"]
     header += ["batch ms p50 / p95 plain", "batch ms p50 / p95 ours", "ours/plain rows/s (95 % CI)"]
     return [*table(header, rows), "", f"Ratios: the {ESTIMATOR}.", "", *_batch_time_table(), *sources]
 
 
+def _throughput_row(label: str, r: dict[str, Any], bold: bool) -> list[str]:
+    """One throughput row; ``bold`` marks the figure its goal judges."""
+    batches = batches_estimate(r).text(3)
+    return [
+        label,
+        f"{r['plain_batches_per_minute']:g}",
+        f"{r['ours_batches_per_minute']:g}",
+        f"**{batches}**" if bold else batches,
+        f"{r['plain_batch_ms_median']:,} / {r['plain_batch_ms_p95']:,}",
+        f"{r['ours_batch_ms_median']:,} / {r['ours_batch_ms_p95']:,}",
+        throughput_estimate(r).text(3),
+    ]
+
+
+def _commit(path: str) -> str:
+    """The commit a kept run was measured at."""
+    return load(path)["provenance"]["commit"]
+
+
+def _throughput_command(name: str, data: dict[str, Any]) -> str:
+    """The command that measured a throughput JSON (a kept earlier run was written to the same ``name``)."""
+    cases = ",".join(case.replace(" @ ", "@") for case in data["continuous"])
+    return (
+        f"python -m benchmarks.run --partitions {data['partitions']} --cases {cases} --rounds {data['rounds']} "
+        f"--continuous-seconds {data['continuous_seconds']:g}"
+        + (f" --warmup-seconds {data['warmup_seconds']:g}" if "warmup_seconds" in data else "")
+        + (f" --checkpoint-niceness {data['checkpoint_niceness']}" if "checkpoint_niceness" in data else "")
+        + f" --root {'s3' if 's3' in data['root'] else 'local'}"
+        + (f" --latency-ms {data['latency_ms']:g}" if data.get("latency_ms", 15.0) != 15.0 else "")
+        + f" --out benchmarks/{name}"
+    )
+
+
 def _batch_time_table() -> list[str]:
     """Where the batch time and the machine went, per side, for the runs that recorded it (medians of runs)."""
     rows = []
-    for name in AT_SCALE_RESULTS:
-        data = load(name)
-        for case, r in data["continuous"].items():
+    for c in at_scale_cases():
+        for path, r in c.runs:
             if "plain_state_commit_ms_median" not in r:
                 continue
+            data = load(path)
             # Older S3 runs served S3 from the driver's process: its CPU counted as ours' Python.
             shared = ", S3 server in ours' driver process" if "s3" in data["root"] and "s3_server" not in data else ""
+            which = f", run at {data['provenance']['commit']}" if len(c.runs) > 1 else ""
             rows.append(
                 [
-                    f"{_case(case)}, ours to {data['root']}{shared}",
+                    f"{_case(c.key)}, ours to {data['root']}{shared}{which}",
                     f"{num(r['plain_state_commit_ms_median'])} / {num(r['ours_state_commit_ms_median'])}",
                     f"{r['plain_python_cpu_s_per_minute']:g} / {r['ours_python_cpu_s_per_minute']:g}",
                     f"{r['plain_jvm_cpu_s_per_minute']:g} / {r['ours_jvm_cpu_s_per_minute']:g}",

@@ -13,8 +13,10 @@ from benchmarks import findings
 @pytest.fixture
 def results(tmp_path: Path, monkeypatch) -> Path:
     """A copy of the benchmarks' JSON files for a test to change."""
-    for path in findings.RESULTS.glob("*.json"):
-        (tmp_path / path.name).write_text(path.read_text())
+    for path in [*findings.RESULTS.glob("*.json"), *findings.RESULTS.glob(f"{findings.EARLIER}/*.json")]:
+        copy = tmp_path / path.relative_to(findings.RESULTS)
+        copy.parent.mkdir(exist_ok=True)
+        copy.write_text(path.read_text())
     monkeypatch.setattr(findings, "RESULTS", tmp_path)
     return tmp_path
 
@@ -229,3 +231,61 @@ def test_storage_is_bounded_by_live_bytes_and_each_referenced_segments_dead_floo
     assert _verdicts()["storage_bound"] is True
     _edit(results, "long_run.json", stored(1))
     assert _verdicts()["storage_bound"] is False
+
+
+# Commits of this repository the pooling test runs against: no commit to runtime/ lies between the first two;
+# 9d96402 (a runtime change that does not say why the figures hold) lies between the last two.
+SAME_RUNTIME, LATER_SAME_RUNTIME, OLDER_RUNTIME = "7142379", "47e2bc6", "2fca235"
+
+
+def _pairs(ratio: float):
+    """Every pair of the 200-partition local-disk case at ``ratio``, ours over plain batches per minute."""
+
+    def change(data: dict) -> None:
+        case = data["continuous"]["stateful @ 10s"]
+        for run in case["runs"]:
+            run["ours"]["batches_per_minute"] = run["plain"]["batches_per_minute"] * ratio
+        case["batches_per_minute_ratio"] = findings.pooled_case([case])["batches_per_minute_ratio"]
+
+    return change
+
+
+def _local_case() -> findings.AtScaleCase:
+    return next(c for c in findings.at_scale_cases() if c.name == "throughput_200_local.json")
+
+
+def test_a_throughput_goal_pools_every_kept_run_of_one_runtime_and_setup(results: Path):
+    for path in (results / findings.EARLIER).glob("*.json"):
+        path.unlink()
+    name = "throughput_200_local.json"
+    _edit(results, name, _pairs(1.0))
+    _edit(results, name, lambda data: data["provenance"].update(commit=LATER_SAME_RUNTIME, dirty=False))
+    current = json.loads((results / name).read_text())
+    pairs = len(current["continuous"]["stateful @ 10s"]["runs"])
+    assert _local_case().estimate.low == 1.0 and _local_case().estimate.pairs == pairs
+
+    def keep(commit: str, change=lambda data: None) -> Path:
+        earlier = json.loads(json.dumps(current))
+        earlier["provenance"].update(commit=commit)
+        _pairs(0.9)(earlier)  # a run that missed the goal
+        change(earlier)
+        path = results / findings.EARLIER / f"throughput_200_local@{commit}.json"
+        path.write_text(json.dumps(earlier))
+        return path
+
+    # A run of the same runtime and setup joins the sample, and its misses count against the goal.
+    kept = keep(SAME_RUNTIME)
+    case = _local_case()
+    assert case.estimate.pairs == 2 * pairs and [path for path, _ in case.runs] == [name, f"earlier/{kept.name}"]
+    assert case.estimate.low < findings.AT_SCALE_GOAL_RATIO
+    assert _verdicts()["at_scale"] is False
+    # Not pooled: another runtime, an uncommitted tree, another setup.
+    for commit, change in (
+        (OLDER_RUNTIME, lambda data: None),
+        (SAME_RUNTIME, lambda data: data["provenance"].update(dirty=True)),
+        (SAME_RUNTIME, lambda data: data.update(latency_ms=50.0)),
+        (SAME_RUNTIME, lambda data: data["provenance"]["versions"].update(pyspark="3.5.7")),
+    ):
+        kept.unlink()
+        kept = keep(commit, change)
+        assert _local_case().estimate.pairs == pairs, (commit, kept.read_text()[-400:])

@@ -13,8 +13,10 @@ from benchmarks import findings, report
 @pytest.fixture
 def results(tmp_path, monkeypatch):
     """A copy of the committed JSON files that the report reads instead, for a test to alter."""
-    for path in findings.RESULTS.glob("*.json"):
-        (tmp_path / path.name).write_text(path.read_text())
+    for path in [*findings.RESULTS.glob("*.json"), *findings.RESULTS.glob(f"{findings.EARLIER}/*.json")]:
+        copy = tmp_path / path.relative_to(findings.RESULTS)
+        copy.parent.mkdir(exist_ok=True)
+        copy.write_text(path.read_text())
     monkeypatch.setattr(findings, "RESULTS", tmp_path)
     return tmp_path
 
@@ -86,6 +88,8 @@ def test_each_pair_at_scale_is_shown_with_the_side_that_ran_first(results):
 
 
 def test_the_machine_each_side_ran_on_is_shown_where_the_runs_recorded_it(results):
+    for kept in (results / findings.EARLIER).glob("*.json"):  # one run per row here: no pooled rows
+        kept.unlink()
     local, on_s3 = (json.loads((results / name).read_text()) for name in findings.AT_SCALE_RESULTS)
     machine = {"batches_per_minute": 7.0, "machine_cpu_s_per_minute": 108.0, "steal_cpu_s_per_minute": 0.0}
     for case in on_s3["continuous"].values():
@@ -117,3 +121,27 @@ def test_a_run_at_another_checkpoint_niceness_names_it_in_its_command(results):
     commands = [line for line in report.throughput_at_scale() if line.startswith("<sub>")]
     assert "--checkpoint-niceness 0 --root local" in commands[0]
     assert "--checkpoint-niceness" not in commands[1], "recorded only where the run set it"
+
+
+def test_each_kept_run_of_one_runtime_has_its_row_and_the_goal_figure_is_their_pooled_pairs(results):
+    for kept in (results / findings.EARLIER).glob("*.json"):
+        kept.unlink()
+    name = findings.AT_SCALE_RESULTS[1]
+    current = json.loads((results / name).read_text())
+    current["provenance"].update(commit="47e2bc6", dirty=False)
+    (results / name).write_text(json.dumps(current))
+    earlier = {**current, "provenance": {**current["provenance"], "commit": "7142379"}}  # no runtime change between
+    (results / findings.EARLIER / "throughput_200_s3@7142379.json").write_text(json.dumps(earlier))
+
+    lines = report.throughput_at_scale()
+    rows = [line for line in lines if line.startswith("| stateful") and "ours to s3" in line and line.count("|") == 8]
+    assert [row.split(" | ")[0].rsplit(", ", 1)[1] for row in rows] == [
+        "run at 47e2bc6",
+        "run at 7142379",
+        "the 2 runs' pairs pooled",
+    ]
+    assert ["**" in row.split(" | ")[3] for row in rows] == [False, False, True], "the goal's figure is in bold"
+    pairs = len(current["continuous"]["stateful @ 10s"]["runs"])
+    assert f"{2 * pairs} pairs)**" in rows[2]
+    assert any("→ `benchmarks/earlier/throughput_200_s3@7142379.json`" in line for line in lines)
+    assert "(2 runs of one runtime pooled)" in "\n".join(report.goals())
