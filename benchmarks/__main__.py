@@ -12,8 +12,8 @@ off and on),
 1,000 checkpoints at 200 partitions on S3) and ``benchmarks.rescale`` (200 to 400
 partitions, 10 and 100 MB, on S3; RocksDB, then HDFS-backed state). Each prints its table and writes its JSON
 under ``benchmarks/``; then ``benchmarks.report`` rewrites the tables in README.md and docs/*.md from those files.
-Before the first run, every result it may replace is set aside under ``benchmarks/earlier/`` (``benchmarks.keep``),
-so that a rerun keeps the runs it supersedes. Run one alone for its options; to put its JSON in place, use
+Each result a benchmark rewrites is set aside under ``benchmarks/earlier/`` (``benchmarks.keep``), so that a
+rerun keeps the runs it supersedes. Run one alone for its options; to put its JSON in place, use
 ``python -m benchmarks.keep``.
 """
 
@@ -89,10 +89,14 @@ RUNS = (
 
 
 def main() -> int:
-    for result in sorted(RESULTS.glob("*.json")):
-        keep.set_aside(result)
     for benchmark, argv in RUNS:
-        status = benchmark(argv)
+        before = {path: path.read_bytes() for path in RESULTS.glob("*.json")}
+        try:
+            status = benchmark(argv)
+        finally:  # a benchmark that fails after writing part of its result has still superseded the run
+            for path, content in before.items():
+                if path.exists() and path.read_bytes() != content:
+                    keep.set_aside(path, content)
         if status:
             return status
     return 0

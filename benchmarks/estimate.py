@@ -6,6 +6,11 @@ pair gives one ratio A/B. The point estimate is the median of those ratios; the 
 resamples of the pairs with replacement (the percentile method), from a fixed seed so that the same JSON
 always gives the same interval. A goal counts as met only when the interval's far end meets it: an upper
 bound on a ratio must hold for ``high``, a lower bound for ``low``.
+
+Where several kept runs of one runtime are pooled (``pooled_paired_ratios``), each resample first draws the
+runs with replacement and then each drawn run's pairs: two runs of one benchmark can differ by more than their
+pairs spread within each (the machine's speed changes between them), and an interval that resampled the pairs
+alone would be narrower than what a further run could show. With one run it is the estimator above.
 """
 
 from __future__ import annotations
@@ -16,7 +21,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-NAME = "median of paired ratios, bootstrap 95 % CI (percentile, 10,000 resamples)"
+NAME = (
+    "median of paired ratios, bootstrap 95 % CI (percentile, 10,000 resamples; where runs are pooled, "
+    "the runs and then each run's pairs are resampled)"
+)
 RESAMPLES = 10_000
 SEED = 20261126
 
@@ -66,3 +74,22 @@ def paired_ratios(ratios: Sequence[float]) -> Estimate:
     low = medians[int(0.025 * (RESAMPLES - 1))]
     high = medians[int(0.975 * (RESAMPLES - 1))]
     return Estimate(round(statistics.median(values), 4), round(low, 4), round(high, 4), n)
+
+
+def pooled_paired_ratios(runs: Sequence[Sequence[float]]) -> Estimate:
+    """The median of every run's pair ratios pooled, and a two-stage bootstrap 95 % interval: each resample
+    draws as many runs as there are, with replacement, then each drawn run's pairs, with replacement. One run
+    gives exactly ``paired_ratios``."""
+    kept = [[float(r) for r in ratios] for ratios in runs if ratios]
+    if len(kept) <= 1:
+        return paired_ratios(kept[0] if kept else [])
+    rng = random.Random(SEED)
+    medians = []
+    for _ in range(RESAMPLES):
+        drawn = [value for ratios in rng.choices(kept, k=len(kept)) for value in rng.choices(ratios, k=len(ratios))]
+        medians.append(statistics.median(drawn))
+    medians.sort()
+    low = medians[int(0.025 * (RESAMPLES - 1))]
+    high = medians[int(0.975 * (RESAMPLES - 1))]
+    every = [value for ratios in kept for value in ratios]
+    return Estimate(round(statistics.median(every), 4), round(low, 4), round(high, 4), len(every))

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.estimate import Estimate, paired_ratios
+from benchmarks.estimate import Estimate, paired_ratios, pooled_paired_ratios
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks"
@@ -138,7 +138,10 @@ def restore_estimate(size: dict[str, Any]) -> Estimate:
 
 
 def throughput_estimate(case: dict[str, Any]) -> Estimate:
-    """Ours over plain Spark's steady-state rows per second in a continuous case, from its pairs."""
+    """Ours over plain Spark's steady-state rows per second in a continuous case, from its pairs (a pooled
+    case carries its estimate, ``pooled_case``)."""
+    if "pair_ratios" not in case:
+        return Estimate.from_dict(case["rows_per_second_ratio"])
     return paired_ratios(case["pair_ratios"])
 
 
@@ -201,51 +204,73 @@ def earlier_runs(name: str) -> list[tuple[str, dict[str, Any]]]:
     return sorted(found, key=lambda kept: kept[1].get("provenance", {}).get("measured_at", ""))
 
 
-def same_runtime(earlier: dict[str, Any], later: dict[str, Any]) -> bool:
-    """Whether two runs measured one runtime: both at a committed, clean tree, ``earlier`` in ``later``'s
-    history, on the same Spark, and every commit to ``runtime/`` between them says in its
-    ``Figures-unaffected:`` trailer why the figures hold."""
-    first, last = earlier.get("provenance") or {}, later.get("provenance") or {}
-    if not first.get("commit") or not last.get("commit") or first.get("dirty") or last.get("dirty"):
+def same_runtime(kept: dict[str, Any], current: dict[str, Any]) -> bool:
+    """Whether a kept run measured the same runtime as the current one: both at a committed, clean tree (a run
+    that recorded no ``dirty`` flag counts as unknown), the kept run's commit in the current one's history, on
+    the same Spark, and every commit to ``runtime/`` between them saying in its ``Figures-unaffected:`` trailer
+    why the figures hold. The benchmark's own code is not compared: its commits may add measurements."""
+    first, last = kept.get("provenance") or {}, current.get("provenance") or {}
+    if (
+        not first.get("commit")
+        or not last.get("commit")
+        or first.get("dirty") is not False
+        or last.get("dirty") is not False
+    ):
         return False
-    if first["versions"].get("pyspark") != last["versions"].get("pyspark"):
+    if (first.get("versions") or {}).get("pyspark") != (last.get("versions") or {}).get("pyspark"):
         return False
-    if _git("merge-base", "--is-ancestor", first["commit"], last["commit"]).returncode != 0:
-        return False
-    return all(unaffected for _, unaffected in runtime_changes_since(first["commit"], until=last["commit"]))
+    ancestry = _git("merge-base", "--is-ancestor", first["commit"], last["commit"])
+    if ancestry.returncode not in (0, 1):  # 1: not an ancestor; anything else: git could not tell
+        raise RuntimeError(
+            f"benchmarks.findings: git cannot compare commits {first['commit']} and {last['commit']} "
+            f"({ancestry.stderr.strip()}); the goals need the repository's full history (not a shallow clone)"
+        )
+    return ancestry.returncode == 0 and all(
+        unaffected for _, unaffected in runtime_changes_since(first["commit"], until=last["commit"])
+    )
+
+
+def _same_setup(kept: dict[str, Any], current: dict[str, Any]) -> bool:
+    return (
+        all(kept.get(key) == current.get(key) for key in THROUGHPUT_SETUP)
+        and kept.get("continuous", {}).keys() == current["continuous"].keys()
+        and kept.get("s3_server") == current.get("s3_server")  # absent: the server ran in ours' driver process
+    )
+
+
+def _same_run(kept: dict[str, Any], current: dict[str, Any]) -> bool:
+    """A copy of the current run (``python -m benchmarks`` sets every result aside before it reruns it)."""
+    first, last = kept.get("provenance") or {}, current.get("provenance") or {}
+    return (first.get("commit"), first.get("measured_at")) == (last.get("commit"), last.get("measured_at"))
 
 
 def pooled_with(name: str) -> list[tuple[str, dict[str, Any]]]:
-    """``name``'s run and every earlier run of the same runtime and setup whose pairs can join it, as
+    """``name``'s run and every kept run of the same runtime and setup whose pairs can join it, as
     (path under ``benchmarks/``, JSON), the current run first."""
     data = load(name)
     pool = [(name, data)]
-    for path, earlier in earlier_runs(name):
-        same_setup = all(earlier.get(key) == data.get(key) for key in THROUGHPUT_SETUP)
-        if (
-            same_setup
-            and earlier.get("continuous", {}).keys() == data["continuous"].keys()
-            and same_runtime(earlier, data)
-        ):
-            pool.append((path, earlier))
+    for path, kept in earlier_runs(name):
+        if not _same_run(kept, data) and _same_setup(kept, data) and same_runtime(kept, data):
+            pool.append((path, kept))
     return pool
 
 
 def pooled_case(cases: list[dict[str, Any]]) -> dict[str, Any]:
     """Continuous cases of several runs (each with its ``runs``) as one case of all their pairs: the medians
-    and ratios ``benchmarks.run`` writes for one run, taken over every pair."""
+    and ratios ``benchmarks.run`` writes for one run, taken over every pair, the ratios' intervals with the runs
+    resampled too (``pooled_paired_ratios``)."""
     runs = [run for case in cases for run in case["runs"]]
 
     def median(side: str, measure: str, digits: int | None = 1) -> float:
         return round(statistics.median(run[side][measure] for run in runs), digits)
 
-    def ratios(measure: str) -> list[float]:
-        return [run["ours"][measure] / run["plain"][measure] for run in runs]
+    def ratios(measure: str) -> list[list[float]]:
+        return [[run["ours"][measure] / run["plain"][measure] for run in case["runs"]] for case in cases]
 
     return {
         **{f"{side}_batches_per_minute": median(side, "batches_per_minute") for side in ("plain", "ours")},
-        "batches_per_minute_ratio": paired_ratios(ratios("batches_per_minute")).as_dict(),
-        "pair_ratios": [round(r, 3) for r in ratios("rows_per_second")],
+        "batches_per_minute_ratio": pooled_paired_ratios(ratios("batches_per_minute")).as_dict(),
+        "rows_per_second_ratio": pooled_paired_ratios(ratios("rows_per_second")).as_dict(),
         **{
             f"{side}_{measure}": median(side, measure, None)
             for side in ("plain", "ours")

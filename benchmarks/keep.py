@@ -19,39 +19,48 @@ from pathlib import Path
 from benchmarks.findings import EARLIER
 
 
-def _provenance(path: Path) -> dict:
+def _commit(content: bytes, where: Path, what_to_do: str) -> str:
     try:
-        found = json.loads(path.read_text()).get("provenance")
-    except (OSError, ValueError) as error:
-        raise SystemExit(f"benchmarks.keep: cannot read {path}: {error}") from None
+        found = json.loads(content).get("provenance")
+    except ValueError as error:
+        raise SystemExit(f"benchmarks.keep: {where} is not a benchmark's JSON ({error}); {what_to_do}") from None
     if not found or not found.get("commit"):
-        raise SystemExit(f"benchmarks.keep: {path} records no provenance commit; rerun it with the current benchmarks")
-    return found
+        raise SystemExit(f"benchmarks.keep: {where} records no provenance commit; {what_to_do}")
+    return found["commit"]
 
 
-def set_aside(target: Path) -> Path:
-    """Copy ``target`` to ``earlier/<name>@<commit>.json`` beside it (``.2``, ``.3``… for another run of the
-    same commit) and return where it is kept; a run already kept there is not copied again."""
-    commit = _provenance(target)["commit"]
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as error:
+        raise SystemExit(f"benchmarks.keep: cannot read {path}: {error}") from None
+
+
+def set_aside(target: Path, content: bytes | None = None) -> Path:
+    """Keep ``target``'s run (or, given ``content``, the run it held before being rewritten) as
+    ``earlier/<name>@<commit>.json`` beside it (``.2``, ``.3``… for another run of the same commit), and return
+    where it is kept; a run already kept there is not copied again."""
+    content = _read(target) if content is None else content
+    commit = _commit(content, target, "move it aside by hand (git history keeps it) and run again")
     folder = target.parent / EARLIER
     folder.mkdir(exist_ok=True)
     number = 1
     while True:
         kept = folder / f"{target.stem}@{commit}{'' if number == 1 else f'.{number}'}{target.suffix}"
         if not kept.exists():
-            shutil.copyfile(target, kept)
+            kept.write_bytes(content)
             return kept
-        if kept.read_bytes() == target.read_bytes():
+        if kept.read_bytes() == content:
             return kept
         number += 1
 
 
 def keep(new: Path, target: Path) -> Path | None:
-    """Set ``target`` (if any) aside under ``earlier/``, then copy ``new`` over it. Returns where the superseded
-    run is kept."""
+    """Set ``target``'s run (if any) aside under ``earlier/``, then copy ``new`` over it. Returns where the
+    superseded run is kept."""
     if new.resolve() == target.resolve():
         raise SystemExit(f"benchmarks.keep: {new} is the committed file itself; write the rerun elsewhere first")
-    _provenance(new)
+    _commit(_read(new), new, "rerun it with the current benchmarks, which record it")
     kept = set_aside(target) if target.exists() else None
     shutil.copyfile(new, target)
     return kept

@@ -9,7 +9,8 @@ date, machine), with a warning when ``runtime/`` has changed since that commit (
 ``Figures-unaffected:`` trailer, why the figures hold is named instead). The goals table shows each
 goal as ``benchmarks.findings`` judges it from the same files: a goal is "met" only when every measured case
 meets it. Runs a rerun superseded are kept under ``benchmarks/earlier/`` (``benchmarks.keep``); the 200-partition
-throughput table shows each kept run of the current runtime and their pairs pooled, which its goal judges.
+throughput table shows each kept run of the same runtime as the current JSON and their pairs pooled, which its
+goal judges.
 This module only renders; ``benchmarks.findings`` reads the JSON, derives the figures and judges the goals.
 The test suite runs ``--check``.
 """
@@ -797,8 +798,8 @@ def _throughput_row(label: str, r: dict[str, Any], bold: bool) -> list[str]:
 
 
 def _commit(path: str) -> str:
-    """The commit a kept run was measured at."""
-    return load(path)["provenance"]["commit"]
+    """The commit a run was measured at, as its kept file names it (``7142379.2``: the second run kept of it)."""
+    return Path(path).stem.partition("@")[2] or load(path)["provenance"]["commit"]
 
 
 def _throughput_command(name: str, data: dict[str, Any]) -> str:
@@ -825,7 +826,7 @@ def _batch_time_table() -> list[str]:
             data = load(path)
             # Older S3 runs served S3 from the driver's process: its CPU counted as ours' Python.
             shared = ", S3 server in ours' driver process" if "s3" in data["root"] and "s3_server" not in data else ""
-            which = f", run at {data['provenance']['commit']}" if len(c.runs) > 1 else ""
+            which = f", run at {_commit(path)}" if len(c.runs) > 1 else ""
             rows.append(
                 [
                     f"{_case(c.key)}, ours to {data['root']}{shared}{which}",

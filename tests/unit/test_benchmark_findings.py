@@ -233,9 +233,11 @@ def test_storage_is_bounded_by_live_bytes_and_each_referenced_segments_dead_floo
     assert _verdicts()["storage_bound"] is False
 
 
-# Commits of this repository the pooling test runs against: no commit to runtime/ lies between the first two;
-# 9d96402 (a runtime change that does not say why the figures hold) lies between the last two.
+# Commits of this repository the pooling tests run against: no commit to runtime/ lies between the first two;
+# 9d96402 (a runtime change that does not say why the figures hold) lies between the last two; 7308351 changed
+# runtime/ with a Figures-unaffected trailer, and 083022b is its parent.
 SAME_RUNTIME, LATER_SAME_RUNTIME, OLDER_RUNTIME = "7142379", "47e2bc6", "2fca235"
+BEFORE_UNAFFECTED, UNAFFECTED = "083022b", "7308351"
 
 
 def _pairs(ratio: float):
@@ -254,38 +256,73 @@ def _local_case() -> findings.AtScaleCase:
     return next(c for c in findings.at_scale_cases() if c.name == "throughput_200_local.json")
 
 
-def test_a_throughput_goal_pools_every_kept_run_of_one_runtime_and_setup(results: Path):
+@pytest.fixture
+def local_run(results: Path) -> tuple[dict, int]:
+    """The local-disk throughput run, every pair at 1.0, at a clean commit; nothing kept beside it."""
     for path in (results / findings.EARLIER).glob("*.json"):
         path.unlink()
     name = "throughput_200_local.json"
     _edit(results, name, _pairs(1.0))
     _edit(results, name, lambda data: data["provenance"].update(commit=LATER_SAME_RUNTIME, dirty=False))
     current = json.loads((results / name).read_text())
-    pairs = len(current["continuous"]["stateful @ 10s"]["runs"])
+    return current, len(current["continuous"]["stateful @ 10s"]["runs"])
+
+
+def _keep(results: Path, current: dict, commit: str, change=lambda data: None, ratio: float = 0.9) -> Path:
+    """Keep a run of ``commit`` beside the current one, its pairs at ``ratio``."""
+    earlier = json.loads(json.dumps(current))
+    earlier["provenance"].update(commit=commit, measured_at="2026-11-01T00:00:00+00:00")
+    _pairs(ratio)(earlier)
+    change(earlier)
+    path = results / findings.EARLIER / f"throughput_200_local@{commit}.json"
+    path.write_text(json.dumps(earlier))
+    return path
+
+
+def test_a_throughput_goal_pools_every_kept_run_of_one_runtime_and_setup(results: Path, local_run):
+    current, pairs = local_run
+    name = "throughput_200_local.json"
     assert _local_case().estimate.low == 1.0 and _local_case().estimate.pairs == pairs
 
-    def keep(commit: str, change=lambda data: None) -> Path:
-        earlier = json.loads(json.dumps(current))
-        earlier["provenance"].update(commit=commit)
-        _pairs(0.9)(earlier)  # a run that missed the goal
-        change(earlier)
-        path = results / findings.EARLIER / f"throughput_200_local@{commit}.json"
-        path.write_text(json.dumps(earlier))
-        return path
-
     # A run of the same runtime and setup joins the sample, and its misses count against the goal.
-    kept = keep(SAME_RUNTIME)
+    kept = _keep(results, current, SAME_RUNTIME)
     case = _local_case()
     assert case.estimate.pairs == 2 * pairs and [path for path, _ in case.runs] == [name, f"earlier/{kept.name}"]
-    assert case.estimate.low < findings.AT_SCALE_GOAL_RATIO
+    assert case.estimate.median == 0.95 and case.estimate.low == 0.9 and case.estimate.high == 1.0
     assert _verdicts()["at_scale"] is False
-    # Not pooled: another runtime, an uncommitted tree, another setup.
+    # A runtime commit between them that says why the figures hold does not split them.
+    current["provenance"]["commit"] = UNAFFECTED
+    (results / name).write_text(json.dumps(current))
+    kept.unlink()
+    kept = _keep(results, current, BEFORE_UNAFFECTED)
+    assert _local_case().estimate.pairs == 2 * pairs
+    current["provenance"]["commit"] = LATER_SAME_RUNTIME
+    (results / name).write_text(json.dumps(current))
+    # Not pooled: another runtime, a later commit, an uncommitted tree or one that did not say, another setup,
+    # another Spark, or a copy of the current run itself.
     for commit, change in (
         (OLDER_RUNTIME, lambda data: None),
+        ("e73f181", lambda data: None),
         (SAME_RUNTIME, lambda data: data["provenance"].update(dirty=True)),
+        (SAME_RUNTIME, lambda data: data["provenance"].pop("dirty")),
         (SAME_RUNTIME, lambda data: data.update(latency_ms=50.0)),
+        (SAME_RUNTIME, lambda data: data.update(s3_server="own process")),
         (SAME_RUNTIME, lambda data: data["provenance"]["versions"].update(pyspark="3.5.7")),
+        (LATER_SAME_RUNTIME, lambda data: data["provenance"].update(measured_at=current["provenance"]["measured_at"])),
     ):
         kept.unlink()
-        kept = keep(commit, change)
+        kept = _keep(results, current, commit, change)
         assert _local_case().estimate.pairs == pairs, (commit, kept.read_text()[-400:])
+
+
+def test_a_pooled_interval_resamples_the_runs_as_well_as_their_pairs():
+    from benchmarks.estimate import paired_ratios, pooled_paired_ratios
+
+    one = [0.97, 1.0, 1.02, 0.99, 1.01, 0.98, 1.03, 0.96]
+    assert pooled_paired_ratios([one]) == paired_ratios(one)
+    apart = [[0.99 + 0.005 * i for i in range(10)], [0.93 + 0.005 * i for i in range(10)]]
+    pooled, flat = pooled_paired_ratios(apart), paired_ratios(apart[0] + apart[1])
+    assert pooled.median == flat.median and pooled.pairs == flat.pairs == 20
+    # Two runs further apart than their pairs spread: the interval reaches into each run's own range.
+    assert pooled.low < flat.low and pooled.high > flat.high
+    assert pooled.low < 0.95 < pooled.high

@@ -60,3 +60,28 @@ def test_another_run_of_a_kept_commit_is_kept_beside_it_and_the_same_run_only_on
     assert keep.set_aside(target) == tmp_path / EARLIER / "scale@b2.json"
     assert keep.set_aside(target) == tmp_path / EARLIER / "scale@b2.json", "the same run is kept once"
     assert len(list((tmp_path / EARLIER).iterdir())) == 3
+
+
+def test_a_full_benchmark_run_keeps_each_result_it_rewrites_and_only_those(tmp_path: Path, monkeypatch):
+    import benchmarks.__main__ as every
+
+    untouched = _run(tmp_path / "results.json", "a1", 1.0)
+    rewritten = _run(tmp_path / "scale.json", "a1", 2.0)
+
+    def scale(argv: list[str]) -> int:
+        _run(rewritten, "b2", 3.0)
+        return 0
+
+    def failing(argv: list[str]) -> int:
+        _run(untouched, "b2", 4.0)
+        raise RuntimeError("a benchmark that fails after writing part of its result")
+
+    monkeypatch.setattr(every, "RESULTS", tmp_path)
+    monkeypatch.setattr(every, "RUNS", ((scale, []),))
+    assert every.main() == 0
+    assert sorted(path.name for path in (tmp_path / EARLIER).iterdir()) == ["scale@a1.json"]
+    assert json.loads((tmp_path / EARLIER / "scale@a1.json").read_text())["figure"] == 2.0
+    monkeypatch.setattr(every, "RUNS", ((failing, []),))
+    with pytest.raises(RuntimeError):
+        every.main()
+    assert json.loads((tmp_path / EARLIER / "results@a1.json").read_text())["figure"] == 1.0
