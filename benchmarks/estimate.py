@@ -70,10 +70,16 @@ def paired_ratios(ratios: Sequence[float]) -> Estimate:
         raise ValueError("no pairs to estimate from: the benchmark measured nothing")
     rng = random.Random(SEED)
     n = len(values)
-    medians = sorted(statistics.median(rng.choices(values, k=n)) for _ in range(RESAMPLES))
+    medians = [statistics.median(rng.choices(values, k=n)) for _ in range(RESAMPLES)]
+    return _estimate(values, medians)
+
+
+def _estimate(values: list[float], medians: list[float]) -> Estimate:
+    """The median of ``values`` and the 2.5th and 97.5th percentiles of the resampled ``medians``."""
+    medians = sorted(medians)
     low = medians[int(0.025 * (RESAMPLES - 1))]
     high = medians[int(0.975 * (RESAMPLES - 1))]
-    return Estimate(round(statistics.median(values), 4), round(low, 4), round(high, 4), n)
+    return Estimate(round(statistics.median(values), 4), round(low, 4), round(high, 4), len(values))
 
 
 def pooled_paired_ratios(runs: Sequence[Sequence[float]]) -> Estimate:
@@ -88,8 +94,4 @@ def pooled_paired_ratios(runs: Sequence[Sequence[float]]) -> Estimate:
     for _ in range(RESAMPLES):
         drawn = [value for ratios in rng.choices(kept, k=len(kept)) for value in rng.choices(ratios, k=len(ratios))]
         medians.append(statistics.median(drawn))
-    medians.sort()
-    low = medians[int(0.025 * (RESAMPLES - 1))]
-    high = medians[int(0.975 * (RESAMPLES - 1))]
-    every = [value for ratios in kept for value in ratios]
-    return Estimate(round(statistics.median(every), 4), round(low, 4), round(high, 4), len(every))
+    return _estimate([value for ratios in kept for value in ratios], medians)

@@ -239,7 +239,8 @@ def _same_setup(kept: dict[str, Any], current: dict[str, Any]) -> bool:
 
 
 def _same_run(kept: dict[str, Any], current: dict[str, Any]) -> bool:
-    """A copy of the current run (``python -m benchmarks`` sets every result aside before it reruns it)."""
+    """A copy of the current run kept beside it (``benchmarks.keep.set_aside`` of the current file): the same
+    pairs must not count twice."""
     first, last = kept.get("provenance") or {}, current.get("provenance") or {}
     return (first.get("commit"), first.get("measured_at")) == (last.get("commit"), last.get("measured_at"))
 
