@@ -289,8 +289,12 @@ class AtScaleCase:
     key: str  # the case in its ``continuous``, e.g. ``stateful @ 10s``
     root: str  # where ours checkpointed
     partitions: int
-    runs: list[tuple[str, dict[str, Any]]]  # (path under ``benchmarks/``, that run's case), the current run first
+    runs: list[tuple[str, dict[str, Any]]]  # (path under ``benchmarks/``, that run's JSON), the current run first
     judged: dict[str, Any]  # the one run's case, or all of ``runs`` pooled (``pooled_case``)
+
+    def case(self, data: dict[str, Any]) -> dict[str, Any]:
+        """This case as one of ``runs`` recorded it."""
+        return data["continuous"][self.key]
 
     @property
     def estimate(self) -> Estimate:
@@ -308,11 +312,11 @@ def at_scale_cases() -> list[AtScaleCase]:
         pool = pooled_with(name)
         data = pool[0][1]
         for key, case in data["continuous"].items():
-            runs = [(path, kept["continuous"][key]) for path, kept in pool if "runs" in kept["continuous"][key]]
+            runs = [(path, kept) for path, kept in pool if "runs" in kept["continuous"][key]]
             if len(runs) > 1 and "runs" in case:
-                judged = pooled_case([kept for _, kept in runs])
+                judged = pooled_case([kept["continuous"][key] for _, kept in runs])
             else:
-                runs, judged = [(name, case)], case
+                runs, judged = [(name, data)], case
             found.append(AtScaleCase(name, key, data["root"], data["partitions"], runs, judged))
     return found
 

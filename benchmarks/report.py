@@ -30,7 +30,6 @@ from benchmarks.estimate import Estimate
 from benchmarks.findings import (
     ANSWER_GOAL_SECONDS,
     AT_SCALE_GOAL_RATIO,
-    AT_SCALE_RESULTS,
     BATCH_PATH_GOAL_MS,
     BYTES_GOAL_RATIO,
     CHECKPOINTS_PER_DAY,
@@ -46,6 +45,7 @@ from benchmarks.findings import (
     SCALE_GOAL_P95_SECONDS,
     SCALE_GOAL_PARTITIONS,
     SCALE_GOAL_REQUESTS,
+    AtScaleCase,
     Goal,
     at_scale_cases,
     batches_estimate,
@@ -54,7 +54,6 @@ from benchmarks.findings import (
     judge_goals,
     last_id,
     load,
-    pooled_with,
     restore_estimate,
     restore_ratios,
     retention_met,
@@ -765,22 +764,22 @@ def throughput_at_scale() -> list[str]:
     """Batches per minute at 200 partitions, ours against plain Spark (``benchmarks.run --partitions``): each
     kept run of the current runtime, and where there are several, all their pairs pooled (what the goal
     judges)."""
-    rows, sources = [], []
-    for c in at_scale_cases():
+    cases = at_scale_cases()
+    rows, sources = [], {}
+    for c in cases:
         label = f"{_case(c.key)}, {c.partitions} partitions, ours to {c.root}"
+        for path, data in c.runs:
+            sources.setdefault(path, source(path, data, _throughput_command(c.name, data)))
         if len(c.runs) == 1:
             rows.append(_throughput_row(label, c.judged, bold=True))
             continue
-        for path, case in c.runs:
-            rows.append(_throughput_row(f"{label}, run at {_commit(path)}", case, bold=False))
+        for path, data in c.runs:
+            rows.append(_throughput_row(f"{label}, run at {_commit(path, data)}", c.case(data), bold=False))
         rows.append(_throughput_row(f"{label}, the {len(c.runs)} runs' pairs pooled", c.judged, bold=True))
-    for name in AT_SCALE_RESULTS:
-        data = load(name)
-        sources.append(source(name, data, _throughput_command(name, data)))
-        sources += [source(path, kept, _throughput_command(name, kept)) for path, kept in pooled_with(name)[1:]]
     header = ["case", "batches/min plain", "batches/min ours", "ours/plain batches/min (95 % CI)"]
     header += ["batch ms p50 / p95 plain", "batch ms p50 / p95 ours", "ours/plain rows/s (95 % CI)"]
-    return [*table(header, rows), "", f"Ratios: the {ESTIMATOR}.", "", *_batch_time_table(), *sources]
+    table_lines = [*table(header, rows), "", f"Ratios: the {ESTIMATOR}.", ""]
+    return [*table_lines, *_batch_time_table(cases), *sources.values()]
 
 
 def _throughput_row(label: str, r: dict[str, Any], bold: bool) -> list[str]:
@@ -797,9 +796,9 @@ def _throughput_row(label: str, r: dict[str, Any], bold: bool) -> list[str]:
     ]
 
 
-def _commit(path: str) -> str:
+def _commit(path: str, data: dict[str, Any]) -> str:
     """The commit a run was measured at, as its kept file names it (``7142379.2``: the second run kept of it)."""
-    return Path(path).stem.partition("@")[2] or load(path)["provenance"]["commit"]
+    return Path(path).stem.partition("@")[2] or data["provenance"]["commit"]
 
 
 def _throughput_command(name: str, data: dict[str, Any]) -> str:
@@ -816,17 +815,17 @@ def _throughput_command(name: str, data: dict[str, Any]) -> str:
     )
 
 
-def _batch_time_table() -> list[str]:
+def _batch_time_table(cases: list[AtScaleCase]) -> list[str]:
     """Where the batch time and the machine went, per side, for the runs that recorded it (medians of runs)."""
     rows = []
-    for c in at_scale_cases():
-        for path, r in c.runs:
+    for c in cases:
+        for path, data in c.runs:
+            r = c.case(data)
             if "plain_state_commit_ms_median" not in r:
                 continue
-            data = load(path)
             # Older S3 runs served S3 from the driver's process: its CPU counted as ours' Python.
             shared = ", S3 server in ours' driver process" if "s3" in data["root"] and "s3_server" not in data else ""
-            which = f", run at {_commit(path)}" if len(c.runs) > 1 else ""
+            which = f", run at {_commit(path, data)}" if len(c.runs) > 1 else ""
             rows.append(
                 [
                     f"{_case(c.key)}, ours to {data['root']}{shared}{which}",
