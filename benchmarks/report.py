@@ -654,7 +654,8 @@ def goals() -> list[str]:
         *table(["goal", "verdict", "measured"], [_goal_row(goal) for goal in judge_goals()], "lll"),
         "",
         f"Every ratio is ours/plain Spark from paired runs: the {ESTIMATOR}, printed as median (low–high, "
-        "pairs). A ratio goal is met only when the interval's far end meets it.",
+        "pairs). A ratio goal is met only when the interval's far end meets it, judged before rounding: a far "
+        "end printed equal to its goal can still miss it.",
     ]
 
 
